@@ -1,0 +1,29 @@
+# Veil: `make demo` runs the offline pipeline on an embedded default; `make test` runs the tests.
+# Each first installs whatever is missing (scripts/bootstrap: Debian packages, pinned PyPI downloads).
+SWIFT ?= swift
+CONFIG ?= release
+SWIFTFLAGS := -c $(CONFIG)
+VEIL := .build/$(CONFIG)/veil
+QUICK ?=
+
+.PHONY: all bootstrap build demo test bench clean
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+build: bootstrap
+	$(SWIFT) build $(SWIFTFLAGS) --product veil
+
+demo: build
+	$(VEIL) demo --out out
+
+test: bootstrap
+	$(SWIFT) build $(SWIFTFLAGS) --product veil
+	$(SWIFT) test $(SWIFTFLAGS) -Xswiftc -enable-testing
+
+bench: build
+	$(VEIL) bench $(if $(QUICK),--quick,) --out bench/results
+
+clean:
+	rm -rf .build out

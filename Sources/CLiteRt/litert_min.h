@@ -1,0 +1,78 @@
+/* Veil's minimal declarations of the LiteRT C API, as exported by libLiteRt.so from the PyPI wheel
+ * ai-edge-litert 2.3.0 (pinned in scripts/fixtures.lock). The wheel ships the library but no headers;
+ * these mirror the public litert/c headers (Apache-2.0) for the few calls CPU inference needs.
+ * Layouts mirrored here are checked at run time by VeilTracking's tests (outputs compared with the
+ * models' known behaviour on real photos). */
+#ifndef VEIL_LITERT_MIN_H
+#define VEIL_LITERT_MIN_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+typedef struct LiteRtEnvironmentT *LiteRtEnvironment;
+typedef struct LiteRtModelT *LiteRtModel;
+typedef struct LiteRtSignatureT *LiteRtSignature;
+typedef struct LiteRtTensorT *LiteRtTensor;
+typedef struct LiteRtOptionsT *LiteRtOptions;
+typedef struct LiteRtOpaqueOptionsT *LiteRtOpaqueOptions;
+typedef struct LiteRtCompiledModelT *LiteRtCompiledModel;
+typedef struct LiteRtTensorBufferT *LiteRtTensorBuffer;
+
+typedef int LiteRtStatus;               /* 0 == ok */
+typedef size_t LiteRtParamIndex;
+typedef int LiteRtHwAcceleratorSet;     /* bit set; 1 == CPU */
+typedef int LiteRtElementType;          /* values of TfLiteType; 1 == float32 */
+typedef int LiteRtTensorBufferLockMode; /* 0 == read, 1 == write */
+
+typedef struct {
+  unsigned int rank : 7;
+  unsigned int has_strides : 1;
+  int32_t dimensions[8];
+  uint32_t strides[8];
+} LiteRtLayout;
+_Static_assert(sizeof(LiteRtLayout) == 68, "LiteRtLayout mirrors litert/c/litert_layout.h");
+
+typedef struct {
+  LiteRtElementType element_type;
+  LiteRtLayout layout;
+} LiteRtRankedTensorType;
+_Static_assert(sizeof(LiteRtRankedTensorType) == 72, "LiteRtRankedTensorType mirrors litert_model.h");
+
+typedef struct LiteRtEnvOption LiteRtEnvOption;
+typedef void (*LiteRtHostMemoryDeallocator)(void *addr);
+
+LiteRtStatus LiteRtCreateEnvironment(int num_options, const LiteRtEnvOption *options, LiteRtEnvironment *environment);
+void LiteRtDestroyEnvironment(LiteRtEnvironment environment);
+
+LiteRtStatus LiteRtCreateModelFromFile(LiteRtEnvironment environment, const char *filename, LiteRtModel *model);
+void LiteRtDestroyModel(LiteRtModel model);
+LiteRtStatus LiteRtGetModelSignature(LiteRtModel model, LiteRtParamIndex signature_index, LiteRtSignature *signature);
+LiteRtStatus LiteRtGetNumSignatureInputs(LiteRtSignature signature, LiteRtParamIndex *num_inputs);
+LiteRtStatus LiteRtGetNumSignatureOutputs(LiteRtSignature signature, LiteRtParamIndex *num_outputs);
+LiteRtStatus LiteRtGetSignatureInputName(LiteRtSignature signature, LiteRtParamIndex input_idx, const char **input_name);
+LiteRtStatus LiteRtGetSignatureOutputName(LiteRtSignature signature, LiteRtParamIndex output_idx, const char **output_name);
+LiteRtStatus LiteRtGetSignatureInputTensorByIndex(LiteRtSignature signature, LiteRtParamIndex input_idx, LiteRtTensor *tensor);
+LiteRtStatus LiteRtGetSignatureOutputTensorByIndex(LiteRtSignature signature, LiteRtParamIndex output_idx, LiteRtTensor *tensor);
+LiteRtStatus LiteRtGetRankedTensorType(LiteRtTensor tensor, LiteRtRankedTensorType *ranked_tensor_type);
+
+LiteRtStatus LiteRtCreateOptions(LiteRtOptions *options);
+void LiteRtDestroyOptions(LiteRtOptions options);
+LiteRtStatus LiteRtSetOptionsHardwareAccelerators(LiteRtOptions options, LiteRtHwAcceleratorSet hardware_accelerators);
+LiteRtStatus LiteRtCreateOpaqueOptions(const char *payload_identifier, void *payload_data,
+                                       void (*payload_destructor)(void *payload_data), LiteRtOpaqueOptions *options);
+LiteRtStatus LiteRtAddOpaqueOptions(LiteRtOptions options, LiteRtOpaqueOptions opaque_options);
+
+LiteRtStatus LiteRtCreateCompiledModel(LiteRtEnvironment environment, LiteRtModel model,
+                                       LiteRtOptions compilation_options, LiteRtCompiledModel *compiled_model);
+void LiteRtDestroyCompiledModel(LiteRtCompiledModel compiled_model);
+LiteRtStatus LiteRtRunCompiledModel(LiteRtCompiledModel compiled_model, LiteRtParamIndex signature_index,
+                                    size_t num_input_buffers, LiteRtTensorBuffer *input_buffers,
+                                    size_t num_output_buffers, LiteRtTensorBuffer *output_buffers);
+
+LiteRtStatus LiteRtCreateTensorBufferFromHostMemory(const LiteRtRankedTensorType *tensor_type, void *host_buffer_addr,
+                                                    size_t host_buffer_size, LiteRtHostMemoryDeallocator deallocator,
+                                                    LiteRtTensorBuffer *buffer);
+LiteRtStatus LiteRtLockTensorBuffer(LiteRtTensorBuffer tensor_buffer, void **host_mem_addr, LiteRtTensorBufferLockMode lock_mode);
+LiteRtStatus LiteRtUnlockTensorBuffer(LiteRtTensorBuffer buffer);
+void LiteRtDestroyTensorBuffer(LiteRtTensorBuffer buffer);
+#endif
