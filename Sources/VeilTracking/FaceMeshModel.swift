@@ -1,0 +1,93 @@
+import Foundation
+import VeilCore
+
+/// MediaPipe's face_landmark model on LiteRT: 468 3-D points and a face-presence score for the
+/// face inside a rotated square region.
+final class FaceMeshModel {
+    private let model: InferenceModel
+    private let points: UnsafeBufferPointer<Float>
+    private let presence: UnsafeBufferPointer<Float>
+    static let side = 192
+
+    init(runtime: LiteRtRuntime) throws {
+        model = try InferenceModel(runtime: runtime, url: try VeilResources.file("models", "face_landmark.tflite"))
+        points = try model.output(count: MeshTopology.pointCount * 3)
+        presence = try model.output(count: 1)
+    }
+
+    /// Runs the model on `region` and writes the mesh in image pixels into `mesh` (reused).
+    /// Returns the face-presence probability.
+    func run(_ image: RGBImage, region: RotatedRect, into mesh: inout [Point3]) throws -> Float {
+        sample(image, region: region, into: model.input(), side: Self.side, range: 0...1)
+        try model.run()
+        let side = Float(Self.side)
+        if mesh.count != MeshTopology.pointCount { mesh = [Point3](repeating: .zero, count: MeshTopology.pointCount) }
+        for i in 0..<MeshTopology.pointCount {
+            let p = region.imagePoint(u: points[3 * i] / side, v: points[3 * i + 1] / side)
+            mesh[i] = Point3(p.x, p.y, points[3 * i + 2] / side * region.size)
+        }
+        return 1 / (1 + expf(-presence[0]))
+    }
+}
+
+/// MediaPipe's iris_landmark model: the iris centre inside a 64×64 crop around one eye. The model
+/// knows right eyes; left eyes are mirrored on the way in and out.
+final class IrisModel {
+    private let model: InferenceModel
+    private let iris: UnsafeBufferPointer<Float>
+    private let contour: UnsafeBufferPointer<Float>
+    static let side = 64
+
+    /// Mesh indices of the iris model's 71 eye-contour points, for the person's right eye (the
+    /// model's native eye) and left eye (mirrored crop): lids, four halos around the eye, and brow.
+    static let rightEyeMeshIndices = [
+        33, 7, 163, 144, 145, 153, 154, 155, 133, 246, 161, 160, 159, 158, 157, 173,
+        130, 25, 110, 24, 23, 22, 26, 112, 243, 247, 30, 29, 27, 28, 56, 190,
+        226, 31, 228, 229, 230, 231, 232, 233, 244, 113, 225, 224, 223, 222, 221, 189,
+        35, 124, 46, 53, 52, 65, 143, 111, 117, 118, 119, 120, 121, 128, 245,
+        156, 70, 63, 105, 66, 107, 55, 193,
+    ]
+    /// The first points of each list are the eyelids (lower lid corner to corner, then the upper).
+    static let lidPointCount = 16
+    static let leftEyeMeshIndices = [
+        263, 249, 390, 373, 374, 380, 381, 382, 362, 466, 388, 387, 386, 385, 384, 398,
+        359, 255, 339, 254, 253, 252, 256, 341, 463, 467, 260, 259, 257, 258, 286, 414,
+        446, 261, 448, 449, 450, 451, 452, 453, 464, 342, 445, 444, 443, 442, 441, 413,
+        265, 353, 276, 283, 282, 295, 372, 340, 346, 347, 348, 349, 350, 357, 465,
+        383, 300, 293, 334, 296, 336, 285, 417,
+    ]
+
+    init(runtime: LiteRtRuntime) throws {
+        model = try InferenceModel(runtime: runtime, url: try VeilResources.file("models", "iris_landmark.tflite"))
+        iris = try model.output(count: 15)
+        contour = try model.output(count: 71 * 3)
+    }
+
+    /// The eye-contour points of the last `irisCenter` call, in image pixels.
+    func lastContour(region: RotatedRect, mirrored: Bool) -> [Point2] {
+        (0..<71).map { i in
+            var u = contour[3 * i] / Float(Self.side)
+            if mirrored { u = 1 - u }
+            return region.imagePoint(u: u, v: contour[3 * i + 1] / Float(Self.side))
+        }
+    }
+
+    /// The eye's region from its two corners: centred between them, 2.3× their distance, rotated by
+    /// the line through them (as MediaPipe's iris graph crops it).
+    static func region(corner a: Point2, corner b: Point2) -> RotatedRect {
+        let d = b - a
+        let distance = (d.x * d.x + d.y * d.y).squareRoot()
+        return RotatedRect(center: (a + b) / 2, size: distance * 2.3, rotation: atan2f(d.y, d.x))
+    }
+
+    /// Iris centre in image pixels for the eye in `region`; afterwards `lastContour` holds the eye's
+    /// contour points.
+    func irisCenter(_ image: RGBImage, region: RotatedRect, mirrored: Bool) throws -> Point2 {
+        sample(image, region: region, into: model.input(), side: Self.side, range: 0...1, flipHorizontally: mirrored)
+        try model.run()
+        var u = iris[0] / Float(Self.side)
+        let v = iris[1] / Float(Self.side)
+        if mirrored { u = 1 - u }
+        return region.imagePoint(u: u, v: v)
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import VeilCore
+
+/// The result of tracking one frame.
+public struct TrackingResult: Sendable {
+    /// Whether the locked-on face was found in this frame.
+    public enum State: Sendable, Equatable { case tracked, lost }
+
+    public var state: State
+    /// How sure the tracker is that it sees a face, 0…1 (the landmark model's face presence).
+    public var confidence: Float
+    /// The face's landmarks when tracked.
+    public var landmarks: FaceLandmarks?
+    /// Whether this frame ran the face detector (it runs only when tracking needs a new start).
+    public var ranDetection: Bool
+    /// Where the time went, in milliseconds.
+    public var detectionMilliseconds: Double = 0
+    public var landmarkMilliseconds: Double = 0
+    public var irisMilliseconds: Double = 0
+    public var totalMilliseconds: Double { detectionMilliseconds + landmarkMilliseconds + irisMilliseconds }
+}
+
+/// Something that finds one face in successive frames and reports its landmarks. The Linux
+/// implementation is `MediaPipeFaceTracker`; an Apple Vision / ARKit one can conform later.
+public protocol FaceTracking: AnyObject {
+    /// Tracks the face in the next frame of a sequence.
+    func track(_ image: RGBImage) throws -> TrackingResult
+    /// Forgets the current face: the next frame starts with detection and may lock onto another.
+    func reset()
+}
+
+/// MediaPipe's face models on LiteRT, on the calling thread: BlazeFace detection → rotated region →
+/// 468-point face mesh → iris landmarks for the pupils. Detection runs only when there is no face
+/// to follow: each frame's region comes from the previous frame's mesh. With several faces in
+/// view it locks onto the largest at the start and stays on it; after a loss it re-acquires only a
+/// face where the lost one was, until the lock expires.
+///
+/// Not thread-safe: use one tracker per video stream, from one thread at a time.
+public final class MediaPipeFaceTracker: FaceTracking {
+    /// Tuning knobs; the defaults suit a webcam at 30 fps.
+    public struct Options: Sendable {
+        /// Face presence below this counts as lost.
+        public var presenceThreshold: Float = 0.5
+        /// Run the iris model for pupils and gaze.
+        public var iris = true
+        /// When the short-range detector finds nothing, try the full-range one (small, distant faces).
+        public var fullRangeFallback = true
+        /// Frames after a loss during which only the lost face's neighbourhood may be re-acquired.
+        public var lockFrames = 45
+        public init() {}
+    }
+
+    public let options: Options
+    public let topology: MeshTopology
+    private let runtime: LiteRtRuntime
+    private let shortRange: FaceDetector
+    private lazy var fullRange: FaceDetector? = try? FaceDetector(runtime: runtime, range: .full)
+    private let meshModel: FaceMeshModel
+    private let irisModel: IrisModel?
+
+    private var region: RotatedRect?
+    private var lastBox: Rect?
+    private var framesSinceSeen = Int.max
+    private var mesh = [Point3](repeating: .zero, count: MeshTopology.pointCount)
+
+    /// Loads the models installed by scripts/bootstrap.
+    public init(options: Options = Options()) throws {
+        self.options = options
+        topology = try VeilResources.meshTopology()
+        runtime = try LiteRtRuntime()
+        shortRange = try FaceDetector(runtime: runtime, range: .short)
+        meshModel = try FaceMeshModel(runtime: runtime)
+        irisModel = options.iris ? try IrisModel(runtime: runtime) : nil
+    }
+
+    public func reset() {
+        region = nil; lastBox = nil; framesSinceSeen = .max
+    }
+
+    public func track(_ image: RGBImage) throws -> TrackingResult {
+        var result = TrackingResult(state: .lost, confidence: 0, landmarks: nil, ranDetection: false)
+        guard image.width >= 16, image.height >= 16 else { return result }
+        var presence: Float = 0
+        if let region {
+            let t0 = now()
+            presence = try meshModel.run(image, region: region, into: &mesh)
+            result.landmarkMilliseconds += now() - t0
+        }
+        if presence < options.presenceThreshold {
+            region = nil
+            let t0 = now()
+            let candidate = try acquire(in: image)
+            result.detectionMilliseconds = now() - t0
+            result.ranDetection = true
+            if let candidate {
+                let t1 = now()
+                presence = try meshModel.run(image, region: candidate.landmarkRegion, into: &mesh)
+                result.landmarkMilliseconds += now() - t1
+            }
+        }
+        result.confidence = presence
+        guard presence >= options.presenceThreshold else {
+            framesSinceSeen = framesSinceSeen == .max ? .max : framesSinceSeen + 1
+            return result
+        }
+        region = Self.region(following: mesh)
+        var left: Point2?, right: Point2?
+        if let irisModel {
+            let t0 = now()
+            (right, left) = try refineEyes(image, with: irisModel)
+            result.irisMilliseconds = now() - t0
+        }
+        let landmarks = topology.landmarks(mesh: mesh, leftPupil: left, rightPupil: right, confidence: presence)
+        lastBox = landmarks.boundingBox
+        framesSinceSeen = 0
+        result.state = .tracked
+        result.landmarks = landmarks
+        return result
+    }
+
+    /// Runs the iris model on both eyes: pupil centres, and the eyelid contours, which replace the
+    /// mesh's own (the iris model sees the eye at a higher resolution, as MediaPipe's refined mesh
+    /// does). Returns (right, left) pupil centres.
+    private func refineEyes(_ image: RGBImage, with irisModel: IrisModel) throws -> (Point2, Point2) {
+        func p(_ i: Int) -> Point2 { Point2(mesh[i].x, mesh[i].y) }
+        let rightRegion = IrisModel.region(corner: p(33), corner: p(133))
+        let leftRegion = IrisModel.region(corner: p(362), corner: p(263))
+        let right = try irisModel.irisCenter(image, region: rightRegion, mirrored: false)
+        let rightLids = irisModel.lastContour(region: rightRegion, mirrored: false)
+        let left = try irisModel.irisCenter(image, region: leftRegion, mirrored: true)
+        let leftLids = irisModel.lastContour(region: leftRegion, mirrored: true)
+        for (contour, indices) in [(rightLids, IrisModel.rightEyeMeshIndices), (leftLids, IrisModel.leftEyeMeshIndices)] {
+            for k in 0..<IrisModel.lidPointCount {
+                mesh[indices[k]].x = contour[k].x
+                mesh[indices[k]].y = contour[k].y
+            }
+        }
+        return (right, left)
+    }
+
+    /// Landmarks of the most prominent face in a still image: detection, then the mesh run again in
+    /// the region its own first pass gives (as on the second frame of a video).
+    public func landmarks(inStill image: RGBImage) throws -> FaceLandmarks? {
+        reset()
+        _ = try track(image)
+        let second = try track(image)
+        reset()
+        return second.landmarks
+    }
+
+    /// The face to start tracking: near the locked face while the lock holds, else the largest.
+    private func acquire(in image: RGBImage) throws -> FaceDetection? {
+        var found = try shortRange.detect(in: image)
+        if found.isEmpty, options.fullRangeFallback, let fullRange {
+            found = try fullRange.detect(in: image)
+            // Faces of ~40 px in a 640×480 frame are too small even for the full-range model on the
+            // whole frame: look again in overlapping square tiles, larger tiles first.
+            var tile = Float(min(image.width, image.height))
+            while found.isEmpty, tile >= 96 {
+                found = FaceDetector.weightedNonMaximumSuppression(
+                    try Self.tiles(width: image.width, height: image.height, side: tile).flatMap {
+                        try fullRange.detect(in: image, region: $0)
+                    }, threshold: 0.3)
+                tile /= 2
+            }
+        }
+        if let lastBox, framesSinceSeen < options.lockFrames {
+            let reach = max(lastBox.width, lastBox.height)
+            return found
+                .filter { simd_distance($0.box.center, lastBox.center) < reach }
+                .min { simd_distance($0.box.center, lastBox.center) < simd_distance($1.box.center, lastBox.center) }
+        }
+        return found.max { $0.box.area < $1.box.area }
+    }
+
+    /// Square tiles of `side` covering the frame with half-tile overlap.
+    static func tiles(width: Int, height: Int, side: Float) -> [RotatedRect] {
+        func centers(_ extent: Float) -> [Float] {
+            guard extent > side else { return [extent / 2] }
+            let count = Int(((extent - side) / (side / 2)).rounded(.up)) + 1
+            return (0..<count).map { side / 2 + (extent - side) * Float($0) / Float(count - 1) }
+        }
+        return centers(Float(height)).flatMap { y in
+            centers(Float(width)).map { x in RotatedRect(center: Point2(x, y), size: side, rotation: 0) }
+        }
+    }
+
+    /// Next frame's region from this frame's mesh, as MediaPipe's face graph makes it: the mesh's
+    /// axis-aligned extent, 1.5× its longer side, rotated by the line through the outer eye corners.
+    static func region(following mesh: [Point3]) -> RotatedRect {
+        let eyes = Point2(mesh[263].x - mesh[33].x, mesh[263].y - mesh[33].y)
+        var lo = Point2(repeating: .greatestFiniteMagnitude), hi = Point2(repeating: -.greatestFiniteMagnitude)
+        for p in mesh {
+            lo = pointwiseMin(lo, Point2(p.x, p.y)); hi = pointwiseMax(hi, Point2(p.x, p.y))
+        }
+        return RotatedRect(center: (lo + hi) / 2, size: max(hi.x - lo.x, hi.y - lo.y) * 1.5, rotation: atan2f(eyes.y, eyes.x))
+    }
+
+    private func now() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
+    }
+}
+
+@inline(__always)
+func simd_distance(_ a: Point2, _ b: Point2) -> Float {
+    let d = a - b
+    return (d.x * d.x + d.y * d.y).squareRoot()
+}

@@ -1,0 +1,142 @@
+import CLiteRt
+import Foundation
+import VeilCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An error from the LiteRT runtime: which call failed, on which model, and the status it returned.
+public struct TrackingError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The one place LiteRT status codes become Swift errors.
+@inline(__always)
+func liteRt(_ status: LiteRtStatus, _ what: @autoclosure () -> String) throws {
+    if status != 0 { throw TrackingError("LiteRT: \(what()) failed (status \(status))") }
+}
+
+/// Owns a LiteRT environment. Shared by the models of one tracker.
+final class LiteRtRuntime {
+    let handle: LiteRtEnvironment
+
+    init() throws {
+        var env: LiteRtEnvironment?
+        try liteRt(LiteRtCreateEnvironment(0, nil, &env), "creating the environment")
+        guard let env else { throw TrackingError("LiteRT returned no environment") }
+        handle = env
+    }
+
+    deinit { LiteRtDestroyEnvironment(handle) }
+}
+
+/// One compiled .tflite model with float32 input and output buffers in memory it owns, run on the
+/// CPU with one thread. Inputs are written in place through `input(_:)`; outputs are read in place
+/// through `output(_:)`: no per-run allocation or copy.
+final class InferenceModel {
+    struct Tensor {
+        let name: String
+        let shape: [Int]
+        let memory: UnsafeMutablePointer<Float>
+        var count: Int { shape.reduce(1, *) }
+    }
+
+    let path: String
+    private let runtime: LiteRtRuntime
+    private var model: LiteRtModel?
+    private var compiled: LiteRtCompiledModel?
+    private var inputBuffers: [LiteRtTensorBuffer?] = []
+    private var outputBuffers: [LiteRtTensorBuffer?] = []
+    private(set) var inputs: [Tensor] = []
+    private(set) var outputs: [Tensor] = []
+
+    init(runtime: LiteRtRuntime, url: URL) throws {
+        self.runtime = runtime
+        path = url.path
+        do { try load() } catch { release(); throw error }
+    }
+
+    deinit { release() }
+
+    private func load() throws {
+        let name = (path as NSString).lastPathComponent
+        try liteRt(LiteRtCreateModelFromFile(runtime.handle, path, &model), "loading \(path)")
+        var options: LiteRtOptions?
+        try liteRt(LiteRtCreateOptions(&options), "creating options")
+        defer { LiteRtDestroyOptions(options) }
+        try liteRt(LiteRtSetOptionsHardwareAccelerators(options, 1), "selecting the CPU")
+        // One thread: on two cores, a second XNNPACK thread was measured slower (see DESIGN.md).
+        var cpu: LiteRtOpaqueOptions?
+        let toml = strdup("num_threads = 1\n")
+        try liteRt(LiteRtCreateOpaqueOptions("xnnpack", toml, { free($0) }, &cpu), "creating CPU options")
+        try liteRt(LiteRtAddOpaqueOptions(options, cpu), "adding CPU options")
+        try liteRt(LiteRtCreateCompiledModel(runtime.handle, model, options, &compiled), "compiling \(name)")
+
+        var signature: LiteRtSignature?
+        try liteRt(LiteRtGetModelSignature(model, 0, &signature), "reading the signature of \(name)")
+        var inputCount: LiteRtParamIndex = 0, outputCount: LiteRtParamIndex = 0
+        try liteRt(LiteRtGetNumSignatureInputs(signature, &inputCount), "counting inputs")
+        try liteRt(LiteRtGetNumSignatureOutputs(signature, &outputCount), "counting outputs")
+        for isInput in [true, false] {
+            for index in 0..<(isInput ? inputCount : outputCount) {
+                var tensor: LiteRtTensor?
+                var cName: UnsafePointer<CChar>?
+                if isInput {
+                    try liteRt(LiteRtGetSignatureInputTensorByIndex(signature, index, &tensor), "input \(index)")
+                    try liteRt(LiteRtGetSignatureInputName(signature, index, &cName), "input name \(index)")
+                } else {
+                    try liteRt(LiteRtGetSignatureOutputTensorByIndex(signature, index, &tensor), "output \(index)")
+                    try liteRt(LiteRtGetSignatureOutputName(signature, index, &cName), "output name \(index)")
+                }
+                var type = LiteRtRankedTensorType()
+                try liteRt(LiteRtGetRankedTensorType(tensor, &type), "tensor type")
+                guard type.element_type == 1 else { throw TrackingError("\(name): tensor \(index) is not float32") }
+                let shape = withUnsafeBytes(of: type.layout.dimensions) {
+                    Array($0.bindMemory(to: Int32.self).prefix(Int(type.layout.rank))).map(Int.init)
+                }
+                let count = shape.reduce(1, *)
+                let bytes = (count * 4 + 63) & ~63
+                var raw: UnsafeMutableRawPointer?
+                guard posix_memalign(&raw, 64, bytes) == 0, let raw else { throw TrackingError("out of memory") }
+                memset(raw, 0, bytes)
+                var buffer: LiteRtTensorBuffer?
+                let status = LiteRtCreateTensorBufferFromHostMemory(&type, raw, bytes, nil, &buffer)
+                let t = Tensor(name: cName.map { String(cString: $0) } ?? "\(index)", shape: shape,
+                               memory: raw.bindMemory(to: Float.self, capacity: count))
+                if isInput { inputs.append(t); inputBuffers.append(buffer) } else { outputs.append(t); outputBuffers.append(buffer) }
+                try liteRt(status, "wrapping a buffer for \(name)")
+            }
+        }
+    }
+
+    private func release() {
+        for b in inputBuffers + outputBuffers where b != nil { LiteRtDestroyTensorBuffer(b) }
+        inputBuffers = []; outputBuffers = []
+        for t in inputs + outputs { free(t.memory) }
+        inputs = []; outputs = []
+        if let compiled { LiteRtDestroyCompiledModel(compiled) }
+        if let model { LiteRtDestroyModel(model) }
+        compiled = nil; model = nil
+    }
+
+    /// The input tensor's memory, to be filled before `run()`.
+    func input(_ index: Int = 0) -> UnsafeMutableBufferPointer<Float> {
+        UnsafeMutableBufferPointer(start: inputs[index].memory, count: inputs[index].count)
+    }
+
+    /// The output whose name is `name`, or whose element count is `count` (names differ between
+    /// model exports; sizes do not).
+    func output(named name: String? = nil, count: Int? = nil) throws -> UnsafeBufferPointer<Float> {
+        guard let t = outputs.first(where: { (name != nil && $0.name == name) || (count != nil && $0.count == count) }) else {
+            throw TrackingError("\((path as NSString).lastPathComponent) has no output \(name ?? "of size \(count ?? 0)")")
+        }
+        return UnsafeBufferPointer(start: t.memory, count: t.count)
+    }
+
+    func run() throws {
+        try liteRt(LiteRtRunCompiledModel(compiled, 0, inputBuffers.count, &inputBuffers, outputBuffers.count, &outputBuffers),
+                   "running \((path as NSString).lastPathComponent)")
+    }
+}
+
