@@ -1,0 +1,173 @@
+import Foundation
+
+/// Turns a stream of `FaceLandmarks` into identity-free `Expression`s.
+///
+/// Every coefficient is a deviation from the person's own neutral face, so that a resting face
+/// reads near zero whatever its shape: the neutral is calibrated automatically over the first
+/// `calibrationFrames` tracked frames (medians, and a low percentile for the mouth, which is
+/// closed at rest but may be talking), and can be reset at any time. Outputs pass through
+/// One-Euro filters: steady at rest, quick for blinks and speech.
+///
+/// Gains map physical movement to ARKit's 0…1 range; lengths are in inter-eye distances (IOD,
+/// between the eye centres, ≈ 63 mm on an adult). For example `jawOpen` reaches 1 when the lips
+/// part by `Gains.jawOpen` IOD more than at rest.
+public struct ExpressionEstimator: Sendable {
+    /// Movement (in IOD, or as a ratio where noted) that drives a coefficient to 1.
+    public struct Gains: Sendable {
+        /// Lip gap increase for jawOpen = 1.
+        public var jawOpen: Float = 0.5
+        /// Fraction of the neutral eye opening lost for eyeBlink = 1 (after a 10 % dead zone).
+        public var blink: Float = 0.6
+        /// Fraction of the neutral eye opening gained for eyeWide = 1.
+        public var wide: Float = 0.35
+        /// Corner lift (plus half the corner spread) for mouthSmile = 1.
+        public var smile: Float = 0.12
+        /// Corner drop for mouthFrown = 1.
+        public var frown: Float = 0.07
+        /// Sideways mouth shift for mouthLeft / mouthRight = 1.
+        public var mouthShift: Float = 0.12
+        /// Fraction of the neutral mouth width lost for mouthPucker / mouthFunnel = 1.
+        public var narrow: Float = 0.25
+        /// Brow raise for browInnerUp / browOuterUp = 1.
+        public var browUp: Float = 0.1
+        /// Brow lowering for browDown = 1.
+        public var browDown: Float = 0.06
+        /// Lower-lid rise for eyeSquint = 1.
+        public var squint: Float = 0.04
+        /// Pupil displacement (in half eye widths) for a full gaze of 1.
+        public var gaze: Float = 0.6
+        public init() {}
+    }
+
+    public var gains = Gains()
+    /// Tracked frames used to learn the neutral face.
+    public let calibrationFrames: Int
+    /// Whether the neutral face has been learnt.
+    public var isCalibrated: Bool { samples.count >= calibrationFrames }
+
+    private var samples: [[Float]] = []
+    private var neutral: [Float]?
+    private var coefficientFilters: OneEuroFilterBank
+    private var poseFilters: OneEuroFilterBank
+    private var gazeFilters: OneEuroFilterBank
+    private var lastTime: Double?
+    private let poseCorrection: HeadPoseEstimator
+
+    /// - Parameters:
+    ///   - calibrationFrames: tracked frames that learn the neutral face (≈ 1.5 s at 30 fps).
+    ///   - smoothing: false turns the One-Euro filters off (raw per-frame estimates).
+    public init(calibrationFrames: Int = 45, smoothing: Bool = true) {
+        self.calibrationFrames = max(calibrationFrames, 1)
+        let off = !smoothing
+        coefficientFilters = OneEuroFilterBank(count: BlendShape.allCases.count, minCutoff: off ? 1e6 : 2.0, beta: off ? 0 : 8)
+        poseFilters = OneEuroFilterBank(count: 3, minCutoff: off ? 1e6 : 1.0, beta: off ? 0 : 0.05)
+        gazeFilters = OneEuroFilterBank(count: 2, minCutoff: off ? 1e6 : 1.5, beta: off ? 0 : 2)
+        poseCorrection = HeadPoseEstimator()
+    }
+
+    /// Forgets the neutral face and the filters' state: the next frames calibrate anew.
+    public mutating func resetCalibration() {
+        samples = []; neutral = nil
+        resetFilters()
+    }
+
+    /// Forgets the filters' state (after a tracking loss, so the avatar does not glide back).
+    public mutating func resetFilters() {
+        coefficientFilters.reset(); poseFilters.reset(); gazeFilters.reset(); lastTime = nil
+    }
+
+    /// The expression of `landmarks`, captured at `timeSeconds`. Nil when the landmarks lack the
+    /// regions needed (eyes, lips, brows).
+    public mutating func update(_ landmarks: FaceLandmarks, at timeSeconds: Double) -> Expression? {
+        guard let m = FaceMeasurements(landmarks) else { return nil }
+        let v = m.vector
+        guard v.allSatisfy(\.isFinite) else { return nil }
+        if samples.count < calibrationFrames {
+            samples.append(v)
+            neutral = Self.neutral(of: samples)
+        }
+        guard let n = neutral else { return nil }
+        var e = Expression()
+        map(v, neutral: n, into: &e)
+        e.headPose = poseCorrection.pose(landmarks)
+        if m.pupilX != nil {
+            let g = Gaze(x: clamp((v[16] - n[16]) / gains.gaze, -1, 1), y: clamp(-(v[17] - n[17]) / gains.gaze, -1, 1))
+            e.gaze = g
+            e[.eyeLookOutLeft] = max(g.x, 0); e[.eyeLookInLeft] = max(-g.x, 0)
+            e[.eyeLookInRight] = max(g.x, 0); e[.eyeLookOutRight] = max(-g.x, 0)
+            e[.eyeLookUpLeft] = max(g.y, 0); e[.eyeLookUpRight] = max(g.y, 0)
+            e[.eyeLookDownLeft] = max(-g.y, 0); e[.eyeLookDownRight] = max(-g.y, 0)
+        }
+        return smooth(e, at: timeSeconds)
+    }
+
+    /// Medians of the calibration samples; the mouth's gap and the chin use the 20th percentile.
+    static func neutral(of samples: [[Float]]) -> [Float] {
+        guard let width = samples.first?.count else { return [] }
+        return (0..<width).map { k in
+            let column = samples.map { $0[k] }.sorted()
+            let q: Double = (k == 4 || k == 11) ? 0.2 : 0.5
+            return column[min(Int(Double(column.count - 1) * q + 0.5), column.count - 1)]
+        }
+    }
+
+    private func map(_ v: [Float], neutral n: [Float], into e: inout Expression) {
+        let g = gains
+        // Eyes: opening relative to the person's own.
+        for (open, lid, blink, wide, squint) in [(0, 2, BlendShape.eyeBlinkLeft, BlendShape.eyeWideLeft, BlendShape.eyeSquintLeft),
+                                                  (1, 3, .eyeBlinkRight, .eyeWideRight, .eyeSquintRight)] {
+            let ratio = n[open] > 1e-4 ? v[open] / n[open] : 1
+            e[blink] = (1 - ratio - 0.1) / g.blink
+            e[wide] = (ratio - 1.05) / g.wide
+            e[squint] = (n[lid] - v[lid]) / g.squint * (1 - e[blink])
+        }
+        // Mouth.
+        let jaw = (v[4] - n[4]) / g.jawOpen
+        e[.jawOpen] = jaw
+        let chin = (v[11] - n[11]) / (g.jawOpen * 1.2)
+        e[.mouthClose] = chin - max(jaw, 0) - 0.15
+        let narrow = n[5] > 1e-4 ? ((n[5] - v[5]) / n[5] - 0.04) / g.narrow : 0
+        let open = min(max(jaw * 3, 0), 1)
+        e[.mouthPucker] = narrow * (1 - open)
+        e[.mouthFunnel] = narrow * open
+        e[.mouthLeft] = (v[6] - n[6]) / g.mouthShift
+        e[.mouthRight] = -(v[6] - n[6]) / g.mouthShift
+        for (lift, spread, smile, frown, stretch, dimple) in [(7, 9, BlendShape.mouthSmileLeft, BlendShape.mouthFrownLeft, BlendShape.mouthStretchLeft, BlendShape.mouthDimpleLeft),
+                                                              (8, 10, .mouthSmileRight, .mouthFrownRight, .mouthStretchRight, .mouthDimpleRight)] {
+            let dLift = v[lift] - n[lift], dSpread = v[spread] - n[spread]
+            e[smile] = (dLift + 0.5 * dSpread - 0.01) / g.smile
+            e[frown] = (-dLift - 0.015) / g.frown
+            e[stretch] = (dSpread - max(dLift, 0) - 0.03) / (g.smile * 1.5)
+            e[dimple] = e[smile] * 0.3
+        }
+        // Brows.
+        let innerLeft = v[12] - n[12], innerRight = v[13] - n[13]
+        let outerLeft = v[14] - n[14], outerRight = v[15] - n[15]
+        e[.browInnerUp] = ((innerLeft + innerRight) / 2 - 0.01) / g.browUp
+        e[.browOuterUpLeft] = (outerLeft - 0.01) / g.browUp
+        e[.browOuterUpRight] = (outerRight - 0.01) / g.browUp
+        e[.browDownLeft] = (-(innerLeft + outerLeft) / 2 - 0.01) / g.browDown
+        e[.browDownRight] = (-(innerRight + outerRight) / 2 - 0.01) / g.browDown
+        // Cheeks rise with a smile and push the lower lids up.
+        e[.cheekSquintLeft] = max(e[.mouthSmileLeft] - 0.2, 0) * 0.8 + e[.eyeSquintLeft] * 0.3
+        e[.cheekSquintRight] = max(e[.mouthSmileRight] - 0.2, 0) * 0.8 + e[.eyeSquintRight] * 0.3
+    }
+
+    private mutating func smooth(_ e: Expression, at t: Double) -> Expression {
+        // A repeated or backwards timestamp is treated as one frame later (30 fps).
+        let time = (lastTime.map { t > $0 ? t : $0 + 1.0 / 30 }) ?? t
+        lastTime = time
+        var out = e
+        let filtered = coefficientFilters.filter(e.coefficients, at: time)
+        for shape in BlendShape.allCases { out[shape] = filtered[shape.rawValue] }
+        let p = poseFilters.filter([e.headPose.yaw, e.headPose.pitch, e.headPose.roll], at: time)
+        out.headPose = HeadPose(yaw: p[0], pitch: p[1], roll: p[2])
+        if let g = e.gaze {
+            let f = gazeFilters.filter([g.x, g.y], at: time)
+            out.gaze = Gaze(x: clamp(f[0], -1, 1), y: clamp(f[1], -1, 1))
+        }
+        return out
+    }
+}
+
+@inline(__always) func clamp(_ x: Float, _ lo: Float, _ hi: Float) -> Float { x.isNaN ? 0 : min(max(x, lo), hi) }
