@@ -15,11 +15,17 @@ public struct ExpressionFrame: Equatable, Sendable {
     public var state: State
     /// The expression when `state == .tracked`; `.neutral` when lost.
     public var expression: Expression
+    /// True when the expression was derived from the sender's voice rather than seen by a camera.
+    /// Only meaningful for tracked frames: a lost frame carries no expression, so this is false.
+    public var isVoiceDriven: Bool
 
-    public init(sequence: UInt32, captureTimeMicros: UInt64, state: State, expression: Expression = .neutral) {
+    /// A frame; when `state` is `.lost`, `expression` is replaced by `.neutral` and `isVoiceDriven` by false.
+    public init(sequence: UInt32, captureTimeMicros: UInt64, state: State, expression: Expression = .neutral,
+                isVoiceDriven: Bool = false) {
         self.sequence = sequence
         self.captureTimeMicros = captureTimeMicros
         self.state = state
         self.expression = state == .tracked ? expression : .neutral
+        self.isVoiceDriven = state == .tracked ? isVoiceDriven : false
     }
 }
