@@ -8,6 +8,10 @@ import Foundation
 /// closed at rest but may be talking), and can be reset at any time. Outputs pass through
 /// One-Euro filters: steady at rest, quick for blinks and speech.
 ///
+/// Head pose is reported relative to the person's resting pose over the same window, so that
+/// looking at the screen (wherever the camera sits) faces the viewer, and a habitual tilt of the
+/// head does not travel.
+///
 /// Gains map physical movement to ARKit's 0…1 range; lengths are in inter-eye distances (IOD,
 /// between the eye centres, ≈ 63 mm on an adult). For example `jawOpen` reaches 1 when the lips
 /// part by `Gains.jawOpen` IOD more than at rest.
@@ -46,6 +50,8 @@ public struct ExpressionEstimator: Sendable {
     public var isCalibrated: Bool { samples.count >= calibrationFrames }
 
     private var samples: [[Float]] = []
+    private var poseSamples: [[Float]] = []
+    private var poseNeutral: [Float] = [0, 0, 0]
     private var neutral: [Float]?
     private var coefficientFilters: OneEuroFilterBank
     private var poseFilters: OneEuroFilterBank
@@ -67,7 +73,7 @@ public struct ExpressionEstimator: Sendable {
 
     /// Forgets the neutral face and the filters' state: the next frames calibrate anew.
     public mutating func resetCalibration() {
-        samples = []; neutral = nil
+        samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]
         resetFilters()
     }
 
@@ -82,14 +88,17 @@ public struct ExpressionEstimator: Sendable {
         guard let m = FaceMeasurements(landmarks) else { return nil }
         let v = m.vector
         guard v.allSatisfy(\.isFinite) else { return nil }
+        let pose = poseCorrection.pose(landmarks)
         if samples.count < calibrationFrames {
             samples.append(v)
             neutral = Self.neutral(of: samples)
+            poseSamples.append([pose.yaw, pose.pitch, pose.roll])
+            poseNeutral = Self.neutral(of: poseSamples, lowPercentile: [])
         }
         guard let n = neutral else { return nil }
         var e = Expression()
         map(v, neutral: n, into: &e)
-        e.headPose = poseCorrection.pose(landmarks)
+        e.headPose = HeadPose(yaw: pose.yaw - poseNeutral[0], pitch: pose.pitch - poseNeutral[1], roll: pose.roll - poseNeutral[2])
         if m.pupilX != nil {
             let g = Gaze(x: clamp((v[16] - n[16]) / gains.gaze, -1, 1), y: clamp(-(v[17] - n[17]) / gains.gaze, -1, 1))
             e.gaze = g
@@ -102,11 +111,11 @@ public struct ExpressionEstimator: Sendable {
     }
 
     /// Medians of the calibration samples; the mouth's gap and the chin use the 20th percentile.
-    static func neutral(of samples: [[Float]]) -> [Float] {
+    static func neutral(of samples: [[Float]], lowPercentile: Set<Int> = [4, 11]) -> [Float] {
         guard let width = samples.first?.count else { return [] }
         return (0..<width).map { k in
             let column = samples.map { $0[k] }.sorted()
-            let q: Double = (k == 4 || k == 11) ? 0.2 : 0.5
+            let q: Double = lowPercentile.contains(k) ? 0.2 : 0.5
             return column[min(Int(Double(column.count - 1) * q + 0.5), column.count - 1)]
         }
     }

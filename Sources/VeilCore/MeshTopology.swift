@@ -19,6 +19,15 @@ public struct MeshTopology: Sendable {
     /// Mesh indices along the bridge of the nose, top to tip.
     public static let noseCrest = [168, 6, 197, 195, 5, 4, 1]
 
+    /// Mesh points whose means define the head's axes for pose estimation: eye corners on either
+    /// side, forehead and nose bridge on top, lower lip and chin below.
+    public enum PoseAnchors {
+        public static let rightSide = [33, 133]
+        public static let leftSide = [263, 362]
+        public static let top = [10, 151]
+        public static let bottom = [152, 175]
+    }
+
     /// Loads the topology JSON written by scripts/bootstrap.
     public init(contentsOf url: URL) throws {
         let data: Data

@@ -1,0 +1,53 @@
+import VeilCore
+
+/// The sending side of Veil for one camera: frame → tracker → expression → `ExpressionFrame`.
+/// Landmarks stay inside; what comes out is the identity-free frame (and, for local display and
+/// diagnostics only, the tracking result).
+public final class ExpressionCapture {
+    /// One processed frame.
+    public struct Output {
+        /// What goes on the wire.
+        public var frame: ExpressionFrame
+        /// The tracker's view of the frame: landmarks for a local debug overlay. Never transmitted.
+        public var tracking: TrackingResult
+    }
+
+    public let tracker: FaceTracking
+    public private(set) var estimator: ExpressionEstimator
+    private var sequence: UInt32 = 0
+    private var lostSince: UInt64?
+
+    /// - Parameters:
+    ///   - tracker: the face tracker (MediaPipe's on Linux).
+    ///   - estimator: neutral calibration and smoothing settings.
+    public init(tracker: FaceTracking, estimator: ExpressionEstimator = ExpressionEstimator()) {
+        self.tracker = tracker
+        self.estimator = estimator
+    }
+
+    /// Forgets the person's neutral face; the next seconds calibrate it again.
+    public func recalibrate() { estimator.resetCalibration() }
+
+    /// Processes a frame captured at `captureTimeMicros` on the media clock.
+    public func process(_ image: RGBImage, captureTimeMicros: UInt64) throws -> Output {
+        let tracking = try tracker.track(image)
+        defer { sequence &+= 1 }
+        let seconds = Double(captureTimeMicros) / 1e6
+        if tracking.state == .tracked, let landmarks = tracking.landmarks,
+           let expression = estimator.update(landmarks, at: seconds) {
+            lostSince = nil
+            return Output(frame: ExpressionFrame(sequence: sequence, captureTimeMicros: captureTimeMicros,
+                                                 state: .tracked, expression: expression),
+                          tracking: tracking)
+        }
+        // After half a second without a face, start the filters afresh so the avatar does not
+        // glide from a stale pose when the face comes back.
+        if let since = lostSince {
+            if captureTimeMicros &- since > 500_000 { estimator.resetFilters() }
+        } else {
+            lostSince = captureTimeMicros
+        }
+        return Output(frame: ExpressionFrame(sequence: sequence, captureTimeMicros: captureTimeMicros, state: .lost),
+                      tracking: tracking)
+    }
+}

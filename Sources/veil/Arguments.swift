@@ -1,0 +1,69 @@
+import Foundation
+
+/// A usage error: printed with the command's help hint, exit status 2.
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Minimal GNU-style argument parsing: positional arguments, `--name value`, `--name=value`,
+/// `-o value`, and boolean flags.
+struct Arguments {
+    private(set) var positionals: [String] = []
+    private var options: [String: String] = [:]
+    private var flags: Set<String> = []
+
+    /// - Parameters:
+    ///   - valued: option names (without dashes) that take a value; short aliases map to them.
+    ///   - booleans: flag names that take none.
+    init(_ args: [String], valued: Set<String>, booleans: Set<String>, aliases: [String: String] = [:]) throws {
+        var i = 0
+        var onlyPositionals = false
+        while i < args.count {
+            let arg = args[i]
+            i += 1
+            if onlyPositionals || !arg.hasPrefix("-") || arg == "-" {
+                positionals.append(arg); continue
+            }
+            if arg == "--" { onlyPositionals = true; continue }
+            var name = arg.hasPrefix("--") ? String(arg.dropFirst(2)) : String(arg.dropFirst())
+            var inline: String?
+            if let eq = name.firstIndex(of: "=") {
+                inline = String(name[name.index(after: eq)...]); name = String(name[..<eq])
+            }
+            name = aliases[name] ?? name
+            if booleans.contains(name) {
+                guard inline == nil else { throw UsageError("--\(name) takes no value") }
+                flags.insert(name)
+            } else if valued.contains(name) {
+                if let inline { options[name] = inline; continue }
+                guard i < args.count else { throw UsageError("--\(name) needs a value") }
+                options[name] = args[i]; i += 1
+            } else {
+                throw UsageError("unknown option \(arg)")
+            }
+        }
+    }
+
+    func value(_ name: String) -> String? { options[name] }
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    func int(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = options[name] else { return fallback }
+        guard let v = Int(text), range.contains(v) else {
+            throw UsageError("--\(name) must be a whole number in \(range.lowerBound)…\(range.upperBound), not \(text)")
+        }
+        return v
+    }
+
+    /// `WIDTHxHEIGHT`, e.g. 640x480.
+    func size(_ name: String, default fallback: (Int, Int)) throws -> (width: Int, height: Int) {
+        guard let text = options[name] else { return fallback }
+        let parts = text.lowercased().split(separator: "x").compactMap { Int($0) }
+        guard parts.count == 2, (16...4096).contains(parts[0]), (16...4096).contains(parts[1]),
+              parts[0] % 2 == 0, parts[1] % 2 == 0 else {
+            throw UsageError("--\(name) must be WIDTHxHEIGHT with even sides of 16…4096 pixels, e.g. 640x480; not \(text)")
+        }
+        return (parts[0], parts[1])
+    }
+}
