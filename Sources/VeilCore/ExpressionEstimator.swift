@@ -20,8 +20,10 @@ public struct ExpressionEstimator: Sendable {
     public struct Gains: Sendable {
         /// Lip gap increase for jawOpen = 1.
         public var jawOpen: Float = 0.5
-        /// Fraction of the neutral eye opening lost for eyeBlink = 1 (after a 10 % dead zone).
-        public var blink: Float = 0.6
+        /// Fraction of the neutral eye opening lost for eyeBlink = 1 (after a 10 % dead zone). A
+        /// shut eye still measures 30–60 % of its open area on MediaPipe's mesh (it never quite
+        /// closes the lids), hence less than 0.9.
+        public var blink: Float = 0.45
         /// Fraction of the neutral eye opening gained for eyeWide = 1.
         public var wide: Float = 0.35
         /// Corner lift (plus half the corner spread) for mouthSmile = 1.

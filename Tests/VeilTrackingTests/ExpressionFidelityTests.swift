@@ -8,7 +8,7 @@ import VeilSynth
 final class ExpressionFidelityTests: XCTestCase {
     struct Run {
         var truth: [GroundTruthFrame]
-        var expressions: [Expression?]
+        var expressions: [VeilCore.Expression?]
         /// jawOpen implied by the synthetic mesh's own lip gap, in the estimator's units.
         var expectedJaw: [Float]
     }
