@@ -40,7 +40,7 @@ let package = Package(
         .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore"]),
         .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore"]),
         .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilMedia", "VeilSynth"]),
-        .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore"]),
+        .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilMedia", "VeilTracking"]),
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore"]),
         .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilMedia"]),
     ],

