@@ -23,12 +23,32 @@ final class LiteRtRuntime {
 
     init() throws {
         var env: LiteRtEnvironment?
-        try liteRt(LiteRtCreateEnvironment(0, nil, &env), "creating the environment")
+        try withRuntimeLogQuieted {
+            try liteRt(LiteRtCreateEnvironment(0, nil, &env), "creating the environment")
+        }
         guard let env else { throw TrackingError("LiteRT returned no environment") }
         handle = env
     }
 
-    deinit { LiteRtDestroyEnvironment(handle) }
+    deinit { withRuntimeLogQuieted { LiteRtDestroyEnvironment(handle) } }
+}
+
+/// Runs `body` with stderr pointed at /dev/null, unless VEIL_VERBOSE is set. The LiteRT runtime
+/// prints INFO lines on stderr when it creates and destroys environments and compiles models, and
+/// offers no switch for them; Veil's own errors never pass through here. Writes to stderr from
+/// other threads during these (millisecond-long) calls are lost too, which is why it stays narrow.
+func withRuntimeLogQuieted<T>(_ body: () throws -> T) rethrows -> T {
+    if ProcessInfo.processInfo.environment["VEIL_VERBOSE"] != nil { return try body() }
+    fflush(stderr)
+    let saved = dup(STDERR_FILENO)
+    let null = open("/dev/null", O_WRONLY)
+    if saved >= 0, null >= 0 { dup2(null, STDERR_FILENO) }
+    defer {
+        fflush(stderr)
+        if saved >= 0 { dup2(saved, STDERR_FILENO); close(saved) }
+        if null >= 0 { close(null) }
+    }
+    return try body()
 }
 
 /// One compiled .tflite model with float32 input and output buffers in memory it owns, run on the
@@ -54,7 +74,7 @@ final class InferenceModel {
     init(runtime: LiteRtRuntime, url: URL) throws {
         self.runtime = runtime
         path = url.path
-        do { try load() } catch { release(); throw error }
+        do { try withRuntimeLogQuieted(load) } catch { release(); throw error }
     }
 
     deinit { release() }

@@ -1,4 +1,3 @@
 let renderCommand = Command(name: "render", help: "veil render", run: { _ in throw UsageError("pending") })
-let synthCommand = Command(name: "synth", help: "veil synth", run: { _ in throw UsageError("pending") })
 let demoCommand = Command(name: "demo", help: "veil demo", run: { _ in throw UsageError("pending") })
 let benchCommand = Command(name: "bench", help: "veil bench", run: { _ in throw UsageError("pending") })
