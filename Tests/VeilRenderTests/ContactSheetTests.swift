@@ -1,0 +1,32 @@
+import Foundation
+import XCTest
+import VeilCore
+import VeilRender
+import VeilCairo
+
+final class ContactSheetTests: XCTestCase {
+    /// Writes the contact sheet (every gallery expression × mask, sketch, 160×120 mask) to a temp
+    /// directory and to /tmp/veil-contact-sheet.png, for a person to look at.
+    func testWritesContactSheet() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("veil-render-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("contact-sheet.png").path
+        try writeContactSheet(to: path)
+        let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
+        XCTAssertGreaterThan(size, 10_000)
+        // Full-size frames of each expression, to look at details.
+        let canvas = try CairoCanvas(width: 640, height: 480)
+        let renderer = AvatarRenderer()
+        for (name, expression) in Sample.gallery {
+            let file = name.replacingOccurrences(of: " ", with: "_")
+            for (styleName, style) in [("mask", AvatarStyle.mask), ("sketch", .sketch)] {
+                renderer.render(expression, into: canvas, rect: Rect(x: 0, y: 0, width: 640, height: 480), style: style,
+                                background: .verticalGradient(top: Color(rgb8: 0x9F, 0xC4, 0xD8), bottom: Color(rgb8: 0x2F, 0x48, 0x64)))
+                try canvas.writePNG(to: dir.appendingPathComponent("\(file)-\(styleName).png").path)
+            }
+        }
+        print("contact sheet and frames in \(dir.path)")
+        _ = try? FileManager.default.removeItem(atPath: "/tmp/veil-contact-sheet.png")
+        try FileManager.default.copyItem(atPath: path, toPath: "/tmp/veil-contact-sheet.png")
+    }
+}
