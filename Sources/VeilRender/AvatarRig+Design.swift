@@ -263,9 +263,9 @@ struct RigBuilder {
             let uoC = RigPoint.upperOuter + 2, uiC = RigPoint.upperInner + 1
             let liC = RigPoint.lowerInner + 1, loC = RigPoint.lowerOuter + 1
 
-            add(smile, corner, sx * 0.045, 0.085, -0.01)
-            add(smile, uoOut, sx * 0.025, 0.04); add(smile, uoIn, sx * 0.01, 0.012)
-            add(smile, ui, sx * 0.02, 0.045); add(smile, li, sx * 0.02, 0.04); add(smile, lo, sx * 0.02, 0.035)
+            add(smile, corner, sx * 0.05, 0.10, -0.01)
+            add(smile, uoOut, sx * 0.03, 0.05); add(smile, uoIn, sx * 0.01, 0.015)
+            add(smile, ui, sx * 0.025, 0.055); add(smile, li, sx * 0.025, 0.05); add(smile, lo, sx * 0.02, 0.04)
             add(smile, RigPoint.cheek(side), sx * 0.01, 0.04, 0.02)
 
             add(frown, corner, sx * 0.005, -0.07)
@@ -298,7 +298,7 @@ struct RigBuilder {
             add(.mouthPucker, ui, -sx * 0.05, 0, 0.05); add(.mouthPucker, li, -sx * 0.05, 0, 0.05)
             add(.mouthPucker, lo, -sx * 0.055, -0.015, 0.05)
             add(.mouthRollLower, lo, 0, 0.025); add(.mouthRollUpper, uoOut, 0, -0.015); add(.mouthRollUpper, uoIn, 0, -0.025)
-            add(.cheekPuff, RigPoint.cheek(side), sx * 0.06, 0, 0.04)
+            add(.cheekPuff, RigPoint.cheek(side), sx * 0.08, -0.02, 0.05)
             add(.cheekPuff, corner, -sx * 0.015, 0, 0.02)
         }
         // Centre points of both-sided shapes.
@@ -339,8 +339,8 @@ struct RigBuilder {
         field(.jawForward) { SIMD3(0, 0.025, 0.06) * RigBuilder.jawWeight($0) }
         field(.cheekPuff) { p in
             let dx = abs(p.x) - 0.55, dy = p.y + 0.32
-            let g = exp(-(dx * dx + dy * dy) / (2 * 0.2 * 0.2)) * RigBuilder.smoothstep(-0.2, 0.3, p.z)
-            return SIMD3(p.x > 0 ? 0.09 : -0.09, 0, 0.04) * g
+            let g = exp(-(dx * dx + dy * dy) / (2 * 0.22 * 0.22)) * RigBuilder.smoothstep(-0.2, 0.3, p.z)
+            return SIMD3(p.x > 0 ? 0.14 : -0.14, 0, 0.05) * g
         }
     }
 }

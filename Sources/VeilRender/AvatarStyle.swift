@@ -43,6 +43,8 @@ public struct MaskStyle: Sendable, Equatable {
     public var tongue: Color
     /// Cheek blush (its alpha is the strength at the centre).
     public var blush: Color
+    /// The translucent shadow along the head's lower and far edges.
+    public var shadow: Color
     /// Shirt colour; nil for no neck and shoulders.
     public var shirt: Color?
 
@@ -54,11 +56,12 @@ public struct MaskStyle: Sendable, Equatable {
                 lips: Color = Color(rgb8: 0xC9, 0x6E, 0x6C), mouthInterior: Color = Color(rgb8: 0x4D, 0x17, 0x1E),
                 teeth: Color = Color(rgb8: 0xFB, 0xF8, 0xF1), tongue: Color = Color(rgb8: 0xE0, 0x7C, 0x80),
                 blush: Color = Color(rgb8: 0xF2, 0x86, 0x7E, alpha: 0.38),
+                shadow: Color = Color(rgb8: 0x8A, 0x4A, 0x32, alpha: 0.16),
                 shirt: Color? = Color(rgb8: 0x3C, 0x8C, 0x98)) {
         self.skin = skin; self.skinShade = skinShade; self.hair = hair; self.brows = brows
         self.eyeWhite = eyeWhite; self.iris = iris; self.pupil = pupil; self.lashes = lashes
         self.lips = lips; self.mouthInterior = mouthInterior; self.teeth = teeth; self.tongue = tongue
-        self.blush = blush; self.shirt = shirt
+        self.blush = blush; self.shadow = shadow; self.shirt = shirt
     }
 }
 

@@ -25,6 +25,25 @@ final class ContactSheetTests: XCTestCase {
                 try canvas.writePNG(to: dir.appendingPathComponent("\(file)-\(styleName).png").path)
             }
         }
+        // Thumbnails at their real size (160×120), both styles.
+        let thumbs = try CairoCanvas(width: 8 * 160, height: 6 * 120)
+        for (i, (_, expression)) in Sample.gallery.prefix(24).enumerated() {
+            let x = Float(i % 8 * 160), y = Float(i / 8 * 240)
+            renderer.render(expression, into: thumbs, rect: Rect(x: x, y: y, width: 160, height: 120), style: .mask,
+                            background: .verticalGradient(top: Color(rgb8: 0xBF, 0xDC, 0xE8), bottom: Color(rgb8: 0x7F, 0xA8, 0xC4)))
+            renderer.render(expression, into: thumbs, rect: Rect(x: x, y: y + 120, width: 160, height: 120), style: .sketch,
+                            background: .solid(Color(rgb8: 0x1B, 0x22, 0x33)))
+        }
+        try thumbs.writePNG(to: dir.appendingPathComponent("thumbnails.png").path)
+        // A call: picture-in-picture and a grid of nine, with labels.
+        let call = try CairoCanvas(width: 640, height: 480)
+        let people = Sample.gallery.prefix(9).enumerated().map { i, item in
+            CompositorView(expression: item.1, label: "Person \(i + 1)", style: i % 3 == 2 ? .sketch : .mask)
+        }
+        Compositor(layout: .pictureInPicture).render(Array(people.prefix(2)), with: renderer, into: call)
+        try call.writePNG(to: dir.appendingPathComponent("pip.png").path)
+        Compositor(layout: .grid(spacing: 2)).render(people, with: renderer, into: call)
+        try call.writePNG(to: dir.appendingPathComponent("grid9.png").path)
         print("contact sheet and frames in \(dir.path)")
         _ = try? FileManager.default.removeItem(atPath: "/tmp/veil-contact-sheet.png")
         try FileManager.default.copyItem(atPath: path, toPath: "/tmp/veil-contact-sheet.png")
