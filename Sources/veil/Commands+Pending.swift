@@ -1,3 +1,2 @@
-let renderCommand = Command(name: "render", help: "veil render", run: { _ in throw UsageError("pending") })
 let demoCommand = Command(name: "demo", help: "veil demo", run: { _ in throw UsageError("pending") })
 let benchCommand = Command(name: "bench", help: "veil bench", run: { _ in throw UsageError("pending") })
