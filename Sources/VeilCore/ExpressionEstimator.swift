@@ -40,6 +40,10 @@ public struct ExpressionEstimator: Sendable {
         public var browDown: Float = 0.06
         /// Lower-lid rise for eyeSquint = 1.
         public var squint: Float = 0.04
+        /// Apparent brow drop at a full blink: MediaPipe's mesh pulls the brows down by about this
+        /// much when the lids close, even when the brows stay put; added back so a blink is not
+        /// read as a frown.
+        public var browDropPerBlink: Float = 0.045
         /// Pupil displacement (in half eye widths) for a full gaze of 1.
         public var gaze: Float = 0.6
         public init() {}
@@ -151,9 +155,10 @@ public struct ExpressionEstimator: Sendable {
             e[stretch] = (dSpread - max(dLift, 0) - 0.03) / (g.smile * 1.5)
             e[dimple] = e[smile] * 0.3
         }
-        // Brows.
-        let innerLeft = v[12] - n[12], innerRight = v[13] - n[13]
-        let outerLeft = v[14] - n[14], outerRight = v[15] - n[15]
+        // Brows, with the mesh's blink-coupled drop added back.
+        let blinkLeft = e[.eyeBlinkLeft] * g.browDropPerBlink, blinkRight = e[.eyeBlinkRight] * g.browDropPerBlink
+        let innerLeft = v[12] - n[12] + blinkLeft, innerRight = v[13] - n[13] + blinkRight
+        let outerLeft = v[14] - n[14] + blinkLeft, outerRight = v[15] - n[15] + blinkRight
         e[.browInnerUp] = ((innerLeft + innerRight) / 2 - 0.01) / g.browUp
         e[.browOuterUpLeft] = (outerLeft - 0.01) / g.browUp
         e[.browOuterUpRight] = (outerRight - 0.01) / g.browUp

@@ -42,7 +42,15 @@ struct FaceFrame {
     init?(landmarks: FaceLandmarks) {
         let left = landmarks[.leftEye], right = landmarks[.rightEye]
         guard left.count >= 3, right.count >= 3 else { return nil }
-        let l = mean(left), r = mean(right)
+        // Eye centres from the eye corners (the extreme points along the eye line), which stay put
+        // when the lids move; the outlines' means would sink with every blink.
+        let provisional = mean(left) - mean(right)
+        func centre(_ eye: [Point2]) -> Point2 {
+            let key = { (p: Point2) in p.x * provisional.x + p.y * provisional.y }
+            guard let lo = eye.min(by: { key($0) < key($1) }), let hi = eye.max(by: { key($0) < key($1) }) else { return mean(eye) }
+            return (lo + hi) / 2
+        }
+        let l = centre(left), r = centre(right)
         let d = l - r
         let length = (d.x * d.x + d.y * d.y).squareRoot()
         guard length > 1e-3, length.isFinite else { return nil }
@@ -119,7 +127,15 @@ extension FaceMeasurements {
 
         let median = frame.local(landmarks[.medianLine])
         let noseTip = frame.local(landmarks[.noseCrest]).last ?? Point2(0, 0.6)
-        mouthOffset = centre.x - (median.isEmpty ? noseTip.x : noseTip.x)
+        // Sideways mouth shift: against the midline from forehead to chin at the mouth's height
+        // (both ends sit at about the mouth's depth, so a head turn moves them alike; the nose
+        // tip, further forward, would swing more).
+        if let top = median.first, let bottom = median.last, bottom.y - top.y > 1e-3 {
+            let t = (centre.y - top.y) / (bottom.y - top.y)
+            mouthOffset = centre.x - (top.x + (bottom.x - top.x) * t)
+        } else {
+            mouthOffset = centre.x - noseTip.x
+        }
         chinDrop = (median.last?.y ?? (centre.y + 0.5)) - noseTip.y
 
         func brow(_ points: [Point2]) -> (inner: Float, outer: Float) {

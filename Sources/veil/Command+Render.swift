@@ -62,6 +62,9 @@ struct RenderJob {
     var size: (width: Int, height: Int)?
     var maxFrames = Int.max
     var quiet = false
+    /// Called with each frame as the receiver decoded it, the input image and, for local
+    /// inspection only, the tracked face's rectangle.
+    var onFrame: ((Int, ExpressionFrame, RGBImage, Rect?) -> Void)?
 
     struct Summary: Codable {
         var input: String
@@ -145,6 +148,7 @@ struct RenderJob {
             canvas.copy(into: &out)
             let t2 = monotonicMilliseconds()
             if still { try ImageIO.savePNG(out, to: URL(fileURLWithPath: output)) } else { try writer?.write(out) }
+            onFrame?(summary.frames, received, frame.image, result.tracking.landmarks?.boundingBox)
             if let jsonl { jsonl.write(Data((expressionLine(received, frame: summary.frames, bytes: bytes.count, confidence: result.tracking.confidence) + "\n").utf8)) }
 
             summary.frames += 1
