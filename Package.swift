@@ -39,10 +39,10 @@ let package = Package(
 
         .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore"]),
         .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore"]),
-        .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilMedia", "VeilSynth"]),
+        .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),
         .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilMedia", "VeilTracking"]),
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore"]),
-        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilMedia"]),
+        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilMedia", "veil"]),
     ],
     swiftLanguageVersions: [.v5]
 )

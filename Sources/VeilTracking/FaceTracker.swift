@@ -81,13 +81,16 @@ public final class MediaPipeFaceTracker: FaceTracking {
         var result = TrackingResult(state: .lost, confidence: 0, landmarks: nil, ranDetection: false)
         guard image.width >= 16, image.height >= 16 else { return result }
         var presence: Float = 0
+        var trackedRegion = false
         if let region {
             let t0 = now()
             presence = try meshModel.run(image, region: region, into: &mesh)
             result.landmarkMilliseconds += now() - t0
+            trackedRegion = true
         }
         if presence < options.presenceThreshold {
             region = nil
+            trackedRegion = false
             let t0 = now()
             let candidate = try acquire(in: image)
             result.detectionMilliseconds = now() - t0
@@ -103,7 +106,7 @@ public final class MediaPipeFaceTracker: FaceTracking {
             framesSinceSeen = framesSinceSeen == .max ? .max : framesSinceSeen + 1
             return result
         }
-        region = Self.region(following: mesh)
+        region = Self.stabilized(Self.region(following: mesh), previous: trackedRegion ? region : nil)
         var left: Point2?, right: Point2?
         if let irisModel {
             let t0 = now()
@@ -171,6 +174,17 @@ public final class MediaPipeFaceTracker: FaceTracking {
                 .min { simd_distance($0.box.center, lastBox.center) < simd_distance($1.box.center, lastBox.center) }
         }
         return found.max { $0.box.area < $1.box.area }
+    }
+
+    /// Keeps the previous region while the new one differs from it by less than about one percent
+    /// of its size (and half a degree): the mesh model's output depends on its crop, so a region
+    /// that follows its own small wobbles makes a still face jitter.
+    static func stabilized(_ new: RotatedRect, previous: RotatedRect?) -> RotatedRect {
+        guard let previous else { return new }
+        let moved = simd_distance(new.center, previous.center) / previous.size
+        let resized = abs(new.size - previous.size) / previous.size
+        let turned = abs(new.rotation - previous.rotation)
+        return moved < 0.012 && resized < 0.012 && turned < 0.5 * .pi / 180 ? previous : new
     }
 
     /// Square tiles of `side` covering the frame with half-tile overlap.

@@ -1,0 +1,134 @@
+import Foundation
+import VeilCore
+import VeilMedia
+import XCTest
+
+/// `veil` as a user runs it: the built binary, real files, exit codes and messages.
+final class VeilCommandTests: XCTestCase {
+    var work: URL!
+
+    override func setUpWithError() throws {
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: work)
+    }
+
+    /// The `veil` executable built next to this test bundle.
+    static var veil: URL {
+        get throws {
+            var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            for _ in 0..<4 {
+                let candidate = dir.appendingPathComponent("veil")
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+                dir = dir.deletingLastPathComponent()
+            }
+            throw XCTSkip("the veil executable is not built next to the tests (run `make test`)")
+        }
+    }
+
+    struct Run { var status: Int32; var stdout: String; var stderr: String }
+
+    func veil(_ args: String...) throws -> Run {
+        let process = Process()
+        process.executableURL = try Self.veil
+        process.arguments = args
+        process.currentDirectoryURL = work
+        var environment = ProcessInfo.processInfo.environment
+        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
+        process.environment = environment
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                   stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    func testSynthThenRenderEndToEnd() throws {
+        let photo = try VeilResources.file("photos", "takeo.ppm").path
+        let synth = try veil("synth", photo, "-o", "clip.mp4", "--quiet")
+        XCTAssertEqual(synth.status, 0, synth.stderr)
+        let truthLines = try String(contentsOf: work.appendingPathComponent("clip.truth.jsonl"), encoding: .utf8)
+            .split(separator: "\n")
+        XCTAssertEqual(truthLines.count, 270)
+
+        let render = try veil("render", "clip.mp4", "-o", "avatar.mp4", "--style", "sketch",
+                              "--expressions", "frames.jsonl", "--side-by-side")
+        XCTAssertEqual(render.status, 0, render.stderr)
+        XCTAssertTrue(render.stdout.contains("tracked          270 (100.0 %)"), render.stdout)
+
+        // The video reads back with one frame per input frame, input | avatar side by side.
+        let source = try VideoSource(file: work.appendingPathComponent("avatar.mp4"))
+        XCTAssertEqual(source.size.width, 1280)
+        XCTAssertEqual(source.size.height, 480)
+        var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
+        var count = 0
+        while try source.read(into: &frame) { count += 1 }
+        XCTAssertEqual(count, 270)
+
+        // One JSON line per frame with all 52 ARKit names, each frame within the wire bound.
+        let lines = try String(contentsOf: work.appendingPathComponent("frames.jsonl"), encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.count, 270)
+        for line in lines {
+            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let shapes = try XCTUnwrap(object["blendshapes"] as? [String: Double])
+            XCTAssertEqual(Set(shapes.keys), Set(BlendShape.allCases.map(\.name)))
+            XCTAssertTrue(shapes.values.allSatisfy { (0...1).contains($0) })
+            let bytes = try XCTUnwrap(object["wireBytes"] as? Int)
+            XCTAssertLessThanOrEqual(bytes, ExpressionFrame.maximumEncodedSize)
+            XCTAssertEqual(object["state"] as? String, "tracked")
+        }
+    }
+
+    func testHelp() throws {
+        let top = try veil("--help")
+        XCTAssertEqual(top.status, 0)
+        for command in ["render", "synth", "demo", "bench"] { XCTAssertTrue(top.stdout.contains(command)) }
+        let render = try veil("render", "--help")
+        XCTAssertEqual(render.status, 0)
+        XCTAssertTrue(render.stdout.contains("--side-by-side"))
+        XCTAssertEqual(try veil("help", "synth").status, 0)
+    }
+
+    func testUserMistakesGiveClearErrors() throws {
+        let missing = try veil("render", "nothing-here.mp4", "-o", "out.mp4")
+        XCTAssertEqual(missing.status, 1)
+        XCTAssertTrue(missing.stderr.contains("cannot read nothing-here.mp4"), missing.stderr)
+
+        let unknownOption = try veil("render", "x.mp4", "--colour", "red")
+        XCTAssertEqual(unknownOption.status, 2)
+        XCTAssertTrue(unknownOption.stderr.contains("unknown option --colour"), unknownOption.stderr)
+
+        let noOutput = try veil("render", "x.mp4")
+        XCTAssertEqual(noOutput.status, 2)
+        XCTAssertTrue(noOutput.stderr.contains("-o OUTPUT"), noOutput.stderr)
+
+        let unknownCommand = try veil("fly")
+        XCTAssertEqual(unknownCommand.status, 2)
+
+        let notMedia = work.appendingPathComponent("notes.mp4")
+        try "just text".write(to: notMedia, atomically: true, encoding: .utf8)
+        let bad = try veil("render", "notes.mp4", "-o", "out.mp4")
+        XCTAssertEqual(bad.status, 1)
+        XCTAssertTrue(bad.stderr.contains("veil: error:"), bad.stderr)
+
+        let unwritable = try veil("render", try VeilResources.file("photos", "takeo.ppm").path, "-o", "/proc/veil/out.mp4")
+        XCTAssertNotEqual(unwritable.status, 0)
+        XCTAssertTrue(unwritable.stderr.contains("/proc/veil"), unwritable.stderr)
+    }
+
+    func testNoFaceIsAnError() throws {
+        var gray = RGBImage(width: 320, height: 240)
+        for i in gray.pixels.indices { gray.pixels[i] = 128 }
+        try ImageIO.savePNG(gray, to: work.appendingPathComponent("wall.png"))
+        let run = try veil("render", "wall.png", "-o", "wall-avatar.png")
+        XCTAssertEqual(run.status, 1)
+        XCTAssertTrue(run.stderr.contains("no face found in wall.png"), run.stderr)
+    }
+}
