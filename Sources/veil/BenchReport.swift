@@ -1,0 +1,332 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Summary statistics of a set of timings (or sizes): percentiles interpolate linearly between
+/// the sorted values, as numpy's default does.
+struct Stats: Codable {
+    var count: Int
+    var mean: Double
+    var p50: Double
+    var p95: Double
+    var min: Double
+    var max: Double
+
+    init(_ values: [Double]) {
+        let sorted = values.sorted()
+        count = sorted.count
+        guard let first = sorted.first, let last = sorted.last else {
+            mean = 0; p50 = 0; p95 = 0; min = 0; max = 0
+            return
+        }
+        func percentile(_ p: Double) -> Double {
+            let position = p / 100 * Double(sorted.count - 1)
+            let lower = Int(position.rounded(.down)), upper = Swift.min(lower + 1, sorted.count - 1)
+            return sorted[lower] + (sorted[upper] - sorted[lower]) * (position - Double(lower))
+        }
+        mean = BenchReport.rounded(sorted.reduce(0, +) / Double(sorted.count))
+        p50 = BenchReport.rounded(percentile(50))
+        p95 = BenchReport.rounded(percentile(95))
+        min = BenchReport.rounded(first)
+        max = BenchReport.rounded(last)
+    }
+}
+
+/// The results of one `veil bench` run: what `latest.json` holds and `latest.md` shows.
+struct BenchReport: Codable {
+    var date = ISO8601DateFormatter().string(from: Date())
+    var machine: Machine
+    var framesPerClip: Int
+    var warmUpFrames: Int
+    var quick: Bool
+    var width: Int
+    var height: Int
+    var photos: [String]
+    var scriptSeconds: Double
+    var scriptFramesPerSecond: Double
+    var clips: [ClipResult] = []
+    var tracking = Tracking([])
+    var rendering: [Rendering] = []
+    /// The default gradient background alone, without the avatar or the read-back.
+    var backgroundMilliseconds = Stats([])
+    var wire = Wire([], framesPerSecond: 30)
+    var videoRead: VideoRead?
+
+    /// Frame in → wire bytes out, milliseconds per frame over every measured frame.
+    struct Tracking: Codable {
+        var frames: Int
+        var trackedFrames: Int
+        var detectorRuns: Int
+        var total: Stats
+        var tracker: Stats
+        var detection: Stats
+        /// Detection time on the frames where the detector ran.
+        var detectionPerRun: Stats
+        var landmarks: Stats
+        var iris: Stats
+        var trackerOther: Stats
+        var estimator: Stats
+        var encode: Stats
+
+        init(_ samples: [TrackingSample]) {
+            frames = samples.count
+            trackedFrames = samples.filter(\.tracked).count
+            detectorRuns = samples.filter(\.ranDetection).count
+            total = Stats(samples.map(\.total))
+            tracker = Stats(samples.map(\.tracker))
+            detection = Stats(samples.map(\.detection))
+            detectionPerRun = Stats(samples.filter(\.ranDetection).map(\.detection))
+            landmarks = Stats(samples.map(\.landmarks))
+            iris = Stats(samples.map(\.iris))
+            trackerOther = Stats(samples.map(\.trackerOther))
+            estimator = Stats(samples.map(\.estimator))
+            encode = Stats(samples.map(\.encode))
+        }
+    }
+
+    /// One clip's tracking.
+    struct ClipResult: Codable {
+        var photo: String
+        var frames: Int
+        var trackedFrames: Int
+        var detectorRuns: Int
+        var totalMilliseconds: Stats
+
+        init(_ samples: [TrackingSample], photo: String) {
+            self.photo = photo
+            frames = samples.count
+            trackedFrames = samples.filter(\.tracked).count
+            detectorRuns = samples.filter(\.ranDetection).count
+            totalMilliseconds = Stats(samples.map(\.total))
+        }
+    }
+
+    /// One avatar style: `render` plus `CairoCanvas.copy(into:)`, milliseconds per frame.
+    struct Rendering: Codable {
+        var style: String
+        var frames: Int
+        var milliseconds: Stats
+        var copyMilliseconds: Stats
+    }
+
+    /// Bytes on the wire per `ExpressionFrame`, against sending landmarks raw.
+    struct Wire: Codable {
+        var frames: Int
+        var lostFrames: Int
+        var bytes: Stats
+        var bytesPerSecond: Double
+        var framesPerSecond: Double
+        /// 468 MediaPipe points × (x, y, z) × float32.
+        var raw468x3Float32Bytes = 468 * 3 * 4
+        var ratio468x3: Double
+        /// 68 dlib points × (x, y) × float32.
+        var raw68x2Float32Bytes = 68 * 2 * 4
+        var ratio68x2: Double
+        var encodeMicroseconds: Stats
+        var decodeMicroseconds: Stats
+
+        init(_ samples: [TrackingSample], framesPerSecond: Double) {
+            frames = samples.count
+            lostFrames = samples.filter { !$0.tracked }.count
+            bytes = Stats(samples.map { Double($0.bytes) })
+            self.framesPerSecond = framesPerSecond
+            bytesPerSecond = BenchReport.rounded(bytes.mean * framesPerSecond)
+            ratio468x3 = bytes.mean > 0 ? BenchReport.rounded(Double(raw468x3Float32Bytes) / bytes.mean) : 0
+            ratio68x2 = bytes.mean > 0 ? BenchReport.rounded(Double(raw68x2Float32Bytes) / bytes.mean) : 0
+            encodeMicroseconds = Stats(samples.map { $0.encode * 1000 })
+            decodeMicroseconds = Stats(samples.map { $0.decode * 1000 })
+        }
+    }
+
+    /// Reading the synthetic clip back from an H.264 MP4.
+    struct VideoRead: Codable {
+        var frames: Int
+        var fileBytes: Int
+        var openToFirstFrameMilliseconds: Double
+        /// Between successive frames after the first.
+        var perFrameMilliseconds: Stats
+    }
+
+    /// Four decimals: 0.1 µs for milliseconds, plenty for everything else.
+    static func rounded(_ value: Double) -> Double { (value * 10_000).rounded() / 10_000 }
+
+    /// The report as pretty-printed JSON with sorted keys (stable diffs between runs).
+    func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(self) + Data("\n".utf8)
+    }
+
+    // MARK: Markdown
+
+    /// The report as Markdown: what `veil bench` prints and writes to latest.md.
+    var markdown: String {
+        func ms(_ v: Double) -> String { String(format: "%.2f", v) }
+        func row(_ name: String, _ s: Stats, bold: Bool = false) -> String {
+            bold ? "| **\(name)** | **\(ms(s.p50))** | \(ms(s.p95)) | \(ms(s.mean)) |"
+                 : "| \(name) | \(ms(s.p50)) | \(ms(s.p95)) | \(ms(s.mean)) |"
+        }
+        func percent(_ part: Int, _ whole: Int) -> String {
+            String(format: "%.1f %%", whole > 0 ? 100 * Double(part) / Double(whole) : 0)
+        }
+        let t = tracking
+        var lines: [String] = []
+        lines.append("# veil bench")
+        lines.append("")
+        var about = "\(date) · "
+        about += machine.gitCommit.map { "commit \($0.prefix(12))\(machine.gitDirty == true ? " (uncommitted changes)" : "")" } ?? "commit unknown"
+        about += " · \(machine.buildConfiguration) build · \(machine.cpuModel ?? "unknown CPU"), \(machine.logicalCores) logical cores"
+        lines.append(about + "  ")
+        if let uname = machine.uname { lines.append("`\(uname)`  ") }
+        if let swift = machine.swiftVersion { lines.append("\(swift)  ") }
+        lines.append("Tracking and drawing on one thread, " + (machine.pinnedToCPU0 ? "pinned to CPU 0" : "not pinned (\(machine.pinning))")
+                     + "; load average \(machine.loadAverageAtStart ?? "?") at the start, \(machine.loadAverageAtEnd ?? "?") at the end.")
+        if let load = machine.loadAverageAtStart?.split(separator: " ").first.flatMap({ Double($0) }), load >= 0.5 {
+            lines.append("Other work was running (1-minute load \(String(format: "%.2f", load)) before the start), so p95 and max "
+                         + "are noisier than the medians.")
+        }
+        lines.append("")
+        let names = photos.joined(separator: " and ")
+        lines.append("Input: the built-in \(String(format: "%g", scriptSeconds)) s talking clip (`ExpressionScript.talking`, "
+                     + "\(String(format: "%g", scriptFramesPerSecond)) fps) synthesised in memory from \(names), letterboxed into "
+                     + "\(width)×\(height); \(framesPerClip) frames per clip\(quick ? " (--quick)" : ""), \(t.frames) in all. Each clip "
+                     + "is tracked from its first frame with a fresh capture, after a \(warmUpFrames)-frame warm-up that is not counted.")
+        lines.append("")
+        let renderHeadline = rendering.map { "\($0.style) \(ms($0.milliseconds.p50)) ms" }.joined(separator: " · ")
+        lines.append("**Medians:** tracking \(ms(t.total.p50)) ms/frame (aim ≤ 5 ms), \(percent(t.trackedFrames, t.frames)) of frames "
+                     + "tracked · drawing \(renderHeadline) (aim ≤ 2 ms) · \(String(format: "%g", wire.bytes.p50)) B/frame on the wire")
+        lines.append("")
+        lines.append("## Tracking: 640×480 frame → wire bytes, one core")
+        lines.append("")
+        lines.append("| stage | p50 ms | p95 ms | mean ms |")
+        lines.append("|:--|--:|--:|--:|")
+        lines.append(row("frame → wire bytes", t.total, bold: true))
+        lines.append(row("tracker", t.tracker))
+        lines.append(row("├ face detection¹", t.detection))
+        lines.append(row("├ face mesh (crop + model)", t.landmarks))
+        lines.append(row("├ iris, both eyes (crops + model)", t.iris))
+        lines.append(row("└ rest (mesh → landmarks, next region)", t.trackerOther))
+        lines.append(row("expression estimator", t.estimator))
+        lines.append(row("wire encoding", t.encode))
+        lines.append("")
+        lines.append("¹ The detector runs only when there is no face to follow: on \(t.detectorRuns) of \(t.frames) frames, "
+                     + "\(ms(t.detectionPerRun.p50)) ms median per run (max \(ms(t.detectionPerRun.max)) ms).")
+        lines.append("")
+        lines.append("| clip | frames | tracked | detector runs | p50 ms | p95 ms | max ms |")
+        lines.append("|:--|--:|--:|--:|--:|--:|--:|")
+        for clip in clips {
+            lines.append("| \(clip.photo) | \(clip.frames) | \(clip.trackedFrames) (\(percent(clip.trackedFrames, clip.frames))) | "
+                         + "\(clip.detectorRuns) | \(ms(clip.totalMilliseconds.p50)) | \(ms(clip.totalMilliseconds.p95)) | "
+                         + "\(ms(clip.totalMilliseconds.max)) |")
+        }
+        lines.append("| all | \(t.frames) | \(t.trackedFrames) (\(percent(t.trackedFrames, t.frames))) | \(t.detectorRuns) | "
+                     + "\(ms(t.total.p50)) | \(ms(t.total.p95)) | \(ms(t.total.max)) |")
+        lines.append("")
+        lines.append("## Drawing: expression → \(width)×\(height) RGB, default gradient background, one core")
+        lines.append("")
+        lines.append("| style | p50 ms | p95 ms | mean ms | of which `copy(into:)` p50 ms |")
+        lines.append("|:--|--:|--:|--:|--:|")
+        for r in rendering {
+            lines.append("| \(r.style) | **\(ms(r.milliseconds.p50))** | \(ms(r.milliseconds.p95)) | \(ms(r.milliseconds.mean)) | "
+                         + "\(ms(r.copyMilliseconds.p50)) |")
+        }
+        lines.append("")
+        lines.append("Drawn from the \(t.frames) expressions decoded from the wire bytes (the last tracked one where a frame was lost); "
+                     + "the gradient background alone takes \(ms(backgroundMilliseconds.p50)) ms p50 of each.")
+        lines.append("")
+        lines.append("## Wire")
+        lines.append("")
+        let w = wire
+        lines.append("| | |")
+        lines.append("|:--|--:|")
+        lines.append("| bytes per `ExpressionFrame`: p50 / mean / p95 / max | \(String(format: "%g / %.1f / %g / %g", w.bytes.p50, w.bytes.mean, w.bytes.p95, w.bytes.max)) |")
+        lines.append("| at \(String(format: "%g", w.framesPerSecond)) fps | \(String(format: "%.0f B/s = %.1f kbit/s", w.bytesPerSecond, w.bytesPerSecond * 8 / 1000)) |")
+        lines.append("| raw 468 × 3 float32 landmarks, \(w.raw468x3Float32Bytes) B/frame | \(String(format: "%.1f×", w.ratio468x3)) the mean Veil frame |")
+        lines.append("| raw 68 × 2 float32 landmarks, \(w.raw68x2Float32Bytes) B/frame | \(String(format: "%.1f×", w.ratio68x2)) the mean Veil frame |")
+        lines.append("| encode / decode p50 | \(String(format: "%.2f µs / %.2f µs", w.encodeMicroseconds.p50, w.decodeMicroseconds.p50)) |")
+        lines.append("")
+        lines.append("\(w.lostFrames) of \(w.frames) frames were lost (header only). Payload only: packet headers (IP/UDP/RTP, or a data channel's) "
+                     + "come on top, the same for any payload.")
+        if let v = videoRead {
+            lines.append("")
+            lines.append("## Video input (not pinned, GStreamer's own threads)")
+            lines.append("")
+            lines.append("Reading the first clip back from a \(v.fileBytes / 1024) KiB H.264 MP4 as \(width)×\(height) RGB: "
+                         + "\(ms(v.perFrameMilliseconds.p50)) ms/frame p50 (p95 \(ms(v.perFrameMilliseconds.p95)), mean "
+                         + "\(ms(v.perFrameMilliseconds.mean))) over \(v.frames) frames, after \(ms(v.openToFirstFrameMilliseconds)) ms "
+                         + "from opening to the first frame.")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// Where the numbers were measured. Every probe fails soft: an unknown is left out, not guessed.
+struct Machine: Codable {
+    var uname: String?
+    var cpuModel: String?
+    var logicalCores: Int
+    var activeCores: Int
+    var swiftVersion: String?
+    var buildConfiguration: String
+    var gitCommit: String?
+    var gitDirty: Bool?
+    var loadAverageAtStart: String?
+    var loadAverageAtEnd: String?
+    var pinnedToCPU0 = false
+    var pinning = "not attempted"
+
+    /// Probes this machine and checkout; the pinning fields are filled in later by the benchmark.
+    static func current() -> Machine {
+        #if DEBUG
+        let configuration = "debug"
+        #else
+        let configuration = "release"
+        #endif
+        let commit = run(["git", "rev-parse", "HEAD"])
+        return Machine(
+            uname: run(["uname", "-a"]),
+            cpuModel: cpuModel(),
+            logicalCores: ProcessInfo.processInfo.processorCount,
+            activeCores: ProcessInfo.processInfo.activeProcessorCount,
+            swiftVersion: run(["swift", "--version"])?.split(separator: "\n").first.map(String.init),
+            buildConfiguration: configuration,
+            gitCommit: commit,
+            gitDirty: commit == nil ? nil : run(["git", "status", "--porcelain", "--untracked-files=no"]).map { !$0.isEmpty },
+            loadAverageAtStart: loadAverage())
+    }
+
+    /// The first three fields of /proc/loadavg.
+    static func loadAverage() -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").prefix(3).joined(separator: " ")
+    }
+
+    /// `model name` from /proc/cpuinfo (x86), else `Model` or `Hardware` (Arm boards).
+    static func cpuModel() -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return nil }
+        for key in ["model name", "Model", "Hardware"] {
+            for line in text.split(separator: "\n") where line.hasPrefix(key) {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                if !value.isEmpty { return value }
+            }
+        }
+        return nil
+    }
+
+    /// Standard output of a command found on PATH, trimmed; nil when it cannot run or fails.
+    static func run(_ arguments: [String]) -> String? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        do { try process.run() } catch { return nil }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { return nil }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

@@ -1,1 +1,0 @@
-let benchCommand = Command(name: "bench", help: "veil bench", run: { _ in throw UsageError("pending") })
