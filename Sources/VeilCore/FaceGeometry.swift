@@ -12,7 +12,7 @@ public struct FaceMeasurements: Sendable, Equatable {
     public var lipGap: Float
     /// Mouth width (outer corners) and the mouth's horizontal offset from the midline.
     public var mouthWidth: Float, mouthOffset: Float
-    /// Height of each mouth corner above the lips' centre line (positive: corner raised).
+    /// Height of each mouth corner relative to the middle of the upper lip (positive: raised).
     public var cornerLiftLeft: Float, cornerLiftRight: Float
     /// Horizontal distance of each corner from the mouth centre.
     public var cornerSpreadLeft: Float, cornerSpreadRight: Float
@@ -117,11 +117,15 @@ extension FaceMeasurements {
         let innerXs = inner.map(\.x)
         let innerWidth = max((innerXs.max() ?? 0) - (innerXs.min() ?? 0), 1e-3)
         lipGap = polygonArea(inner) / innerWidth
-        // Centre line of the lips: mean height of the outer-lip points near the middle.
+        // Corner height is taken against the middle of the upper lip, which barely moves when the
+        // jaw opens (the lower lip would make every open mouth a smile) and sits close enough to
+        // the corners that nodding hardly changes the difference.
         let middle = outer.filter { abs($0.x - centre.x) < width * 0.2 }
-        let lipsMid = middle.isEmpty ? centre.y : middle.map(\.y).reduce(0, +) / Float(middle.count)
-        cornerLiftLeft = lipsMid - leftCorner.y
-        cornerLiftRight = lipsMid - rightCorner.y
+        let middleY = middle.isEmpty ? centre.y : middle.map(\.y).reduce(0, +) / Float(middle.count)
+        let upper = middle.filter { $0.y < middleY }
+        let upperLip = upper.isEmpty ? middleY : upper.map(\.y).reduce(0, +) / Float(upper.count)
+        cornerLiftLeft = upperLip - leftCorner.y
+        cornerLiftRight = upperLip - rightCorner.y
         cornerSpreadLeft = leftCorner.x - centre.x
         cornerSpreadRight = centre.x - rightCorner.x
 
