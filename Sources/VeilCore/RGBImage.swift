@@ -6,11 +6,10 @@ public struct RGBImage: Sendable {
     /// `width * height * 3` bytes, row by row, R G B.
     public var pixels: [UInt8]
 
-    /// A black image.
+    /// A black image (negative sizes count as 0).
     public init(width: Int, height: Int) {
-        precondition(width >= 0 && height >= 0, "image size must not be negative")
-        self.width = width; self.height = height
-        pixels = [UInt8](repeating: 0, count: width * height * 3)
+        self.width = max(width, 0); self.height = max(height, 0)
+        pixels = [UInt8](repeating: 0, count: self.width * self.height * 3)
     }
 
     /// Wraps `pixels`, which must hold exactly `width * height * 3` bytes.
@@ -21,6 +20,7 @@ public struct RGBImage: Sendable {
 
     /// Changes the size, reusing the storage when it is large enough (contents become undefined).
     public mutating func resize(width: Int, height: Int) {
+        let width = max(width, 0), height = max(height, 0)
         let count = width * height * 3
         if pixels.count != count {
             if pixels.count > count { pixels.removeLast(pixels.count - count) }
