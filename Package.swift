@@ -16,8 +16,12 @@ let package = Package(
     ],
     targets: [
         // C libraries: Debian packages found through pkg-config, and LiteRT behind Veil's own header.
-        .systemLibrary(name: "CGStreamer", pkgConfig: "gstreamer-1.0 gstreamer-app-1.0 gstreamer-video-1.0",
-                       providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev"])]),
+        .systemLibrary(name: "CGStreamer",
+                       pkgConfig: "gstreamer-1.0 gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-audio-1.0 gstreamer-sdp-1.0 gstreamer-webrtc-1.0 gstreamer-rtp-1.0",
+                       providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
+        .systemLibrary(name: "CSoup", pkgConfig: "libsoup-3.0", providers: [.apt(["libsoup-3.0-dev"])]),
+        // C shim: typed wrappers for GObject's variadic calls (g_signal_emit_by_name, g_object_get/set).
+        .target(name: "CVeilGLib", dependencies: ["CGStreamer"]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         .systemLibrary(name: "CLiteRt"),
 
@@ -32,11 +36,20 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-L\(liteRtDir)", "-Xlinker", "-rpath", "-Xlinker", liteRtDir])]),
         // GStreamer sources and sinks: files, images, image sequences, v4l2; MP4/WebM/PNG out.
         .target(name: "VeilMedia", dependencies: ["VeilCore", "CGStreamer"]),
+        // GLib main loop on its own thread, GObject signal bridging, GError → Swift errors.
+        .target(name: "VeilGLib", dependencies: ["CGStreamer", "CVeilGLib"]),
+        // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.
+        .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
+        // Calls: WebRTC peers on webrtcbin (Opus + expression data channel), sessions, statistics.
+        .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "VeilMedia", "CSoup", "CGStreamer", "CVeilGLib"]),
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.
         .target(name: "VeilSynth", dependencies: ["VeilCore", "VeilTracking"]),
         .executableTarget(name: "veil",
                           dependencies: ["VeilCore", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth"]),
 
+        .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
+        .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib"]),
+        .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia"]),
         .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore"]),
         .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore"]),
         .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),

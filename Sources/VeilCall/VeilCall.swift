@@ -1,0 +1,1 @@
+// VeilCall: WebRTC peers (webrtcbin), call sessions, statistics.

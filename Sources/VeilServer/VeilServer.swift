@@ -1,0 +1,1 @@
+// VeilServer: the room server (libsoup HTTP + WebSocket), tokens, rooms.
