@@ -12,7 +12,8 @@ Tracks the face in INPUT, reduces every frame to an ExpressionFrame (the bytes a
 decodes those bytes as the other side would, and renders the canonical avatar from them alone.
 
 INPUT     a video file (anything GStreamer's decodebin reads), an image, an image sequence
-          (frames/%05d.png) or a camera (/dev/video0)
+          (frames/%05d.png) or a camera (/dev/video0); or a .jsonl file written by --expressions, to
+          draw the avatar again from the expressions alone (what the receiving side does)
 OUTPUT    .mp4 (H.264), .webm (VP8), .mkv, a PNG frame pattern (out/%05d.png), or .png for a still
 
 OPTIONS:
@@ -36,6 +37,14 @@ func runRender(_ argv: [String]) throws {
                              booleans: ["side-by-side", "quiet"], aliases: ["o": "output"])
     guard args.positionals.count == 1 else { throw UsageError("render needs exactly one INPUT") }
     guard let output = args.value("output") else { throw UsageError("render needs -o OUTPUT") }
+    if args.positionals[0].lowercased().hasSuffix(".jsonl") {
+        let frames = try readExpressionLines(args.positionals[0])
+        try renderExpressionLines(frames, output: output, size: try args.size("size", default: (640, 480)),
+                                  style: try parseStyle(args.value("style")), background: try parseBackground(args.value("background")),
+                                  quiet: args.flag("quiet"))
+        if !args.flag("quiet") { print("rendered \(frames.count) frames from \(args.positionals[0]) to \(output)") }
+        return
+    }
     var job = RenderJob(input: args.positionals[0], output: output)
     job.style = try parseStyle(args.value("style"))
     job.background = try parseBackground(args.value("background"))

@@ -84,6 +84,14 @@ final class VeilCommandTests: XCTestCase {
             XCTAssertLessThanOrEqual(bytes, ExpressionFrame.maximumEncodedSize)
             XCTAssertEqual(object["state"] as? String, "tracked")
         }
+
+        // The receiving side alone: the avatar drawn again from the expressions file.
+        let replay = try veil("render", "frames.jsonl", "-o", "replay.mp4", "--quiet")
+        XCTAssertEqual(replay.status, 0, replay.stderr)
+        let replayed = try VideoSource(file: work.appendingPathComponent("replay.mp4"))
+        var replayCount = 0
+        while try replayed.read(into: &frame) { replayCount += 1 }
+        XCTAssertEqual(replayCount, 270)
     }
 
     func testHelp() throws {
