@@ -48,6 +48,14 @@ enum GStreamer {
         g_value_unset(&gvalue)
     }
 
+    /// True when an element factory called `name` is installed (e.g. `avenc_aac`), so a pipeline
+    /// can pick among alternatives before it is built. False when GStreamer is unusable.
+    static func hasElement(_ name: String) -> Bool {
+        guard (try? initialize()) != nil, let factory = gst_element_factory_find(name) else { return false }
+        gst_object_unref(UnsafeMutableRawPointer(factory))
+        return true
+    }
+
     /// `value` as a fraction GStreamer caps accept (29.97 → 2997/100).
     static func fraction(_ value: Double) -> (numerator: Int32, denominator: Int32) {
         var numerator: gint = 0, denominator: gint = 1
@@ -76,6 +84,8 @@ enum GStreamer {
 enum BusEvent {
     /// An element failed.
     case error(GStreamerFailure)
+    /// An element warned; the pipeline goes on.
+    case warning(GStreamerFailure)
     /// The whole pipeline reached end of stream.
     case endOfStream
     /// The pipeline finished an asynchronous state change (e.g. prerolled).
@@ -88,7 +98,7 @@ enum BusEvent {
 
 /// An error posted on a bus: GStreamer's message, debugging detail and the failing element.
 struct GStreamerFailure {
-    enum Domain { case core, library, resource, stream, other }
+    enum Domain { case core, library, resource, stream, parse, other }
     let domain: Domain
     let code: Int32
     let message: String
@@ -114,6 +124,12 @@ struct GStreamerFailure {
         domain == .resource && (code == GST_RESOURCE_ERROR_NOT_FOUND.rawValue || code == GST_RESOURCE_ERROR_OPEN_READ.rawValue
             || code == GST_RESOURCE_ERROR_OPEN_READ_WRITE.rawValue || code == GST_RESOURCE_ERROR_BUSY.rawValue
             || code == GST_RESOURCE_ERROR_SETTINGS.rawValue)
+    }
+
+    /// True for the warning a pipeline description posts when a `decodebin ! element` link never
+    /// happened: the input had no stream of the kind the element takes (no audio, no video).
+    var isUnresolvedLink: Bool {
+        domain == .parse && code == GST_PARSE_ERROR_DELAYED_LINK.rawValue
     }
 
     /// True for failures to create or write output.
@@ -208,6 +224,22 @@ final class MediaPipeline {
         return gst_pad_is_linked(pad) == 0
     }
 
+    /// Makes the appsink `sink` post an application message (a `.wakeUp`) on its bus after queueing
+    /// each sample, so a reader waits in one place, the bus, for samples, the end and errors.
+    static func postWakeUps(fromAppSink sink: UnsafeMutablePointer<GstElement>) {
+        var callbacks = GstAppSinkCallbacks()
+        callbacks.new_sample = { appSink, _ in
+            // Runs on a streaming thread; posting on the bus is thread-safe and wakes the reader.
+            guard let appSink, let structure = gst_structure_new_empty("veil-sample-ready") else { return GST_FLOW_OK }
+            let object = UnsafeMutableRawPointer(appSink).assumingMemoryBound(to: GstObject.self)
+            if let message = gst_message_new_application(object, structure) {
+                gst_element_post_message(UnsafeMutableRawPointer(appSink).assumingMemoryBound(to: GstElement.self), message)
+            }
+            return GST_FLOW_OK
+        }
+        gst_app_sink_set_callbacks(UnsafeMutableRawPointer(sink).assumingMemoryBound(to: GstAppSink.self), &callbacks, nil, nil)
+    }
+
     /// Total duration in nanoseconds, when the pipeline knows it.
     func durationNanoseconds() -> UInt64? {
         var duration: gint64 = -1
@@ -219,10 +251,14 @@ final class MediaPipeline {
 extension BusEvent {
     init(_ message: UnsafeMutablePointer<GstMessage>) {
         let type = message.pointee.type
-        if type == GST_MESSAGE_ERROR {
+        if type == GST_MESSAGE_ERROR || type == GST_MESSAGE_WARNING {
             var error: UnsafeMutablePointer<GError>?
             var debug: UnsafeMutablePointer<gchar>?
-            gst_message_parse_error(message, &error, &debug)
+            if type == GST_MESSAGE_ERROR {
+                gst_message_parse_error(message, &error, &debug)
+            } else {
+                gst_message_parse_warning(message, &error, &debug)
+            }
             var domain = GStreamerFailure.Domain.other
             var code: Int32 = 0
             var text = "unknown error"
@@ -233,6 +269,7 @@ extension BusEvent {
                 case gst_library_error_quark(): domain = .library
                 case gst_resource_error_quark(): domain = .resource
                 case gst_stream_error_quark(): domain = .stream
+                case gst_parse_error_quark(): domain = .parse
                 default: domain = .other
                 }
                 if let m = error.pointee.message { text = String(cString: m) }
@@ -245,7 +282,8 @@ extension BusEvent {
                 elementName = String(cString: name)
                 g_free(name)
             }
-            self = .error(GStreamerFailure(domain: domain, code: code, message: text, debugInfo: debugInfo, element: elementName))
+            let failure = GStreamerFailure(domain: domain, code: code, message: text, debugInfo: debugInfo, element: elementName)
+            self = type == GST_MESSAGE_ERROR ? .error(failure) : .warning(failure)
         } else if type == GST_MESSAGE_EOS {
             self = .endOfStream
         } else if type == GST_MESSAGE_ASYNC_DONE {

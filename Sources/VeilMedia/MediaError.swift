@@ -5,7 +5,7 @@ public struct MediaError: Error, CustomStringConvertible, Sendable {
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         private enum Code: Hashable, Sendable {
             case gstreamerUnavailable, notFound, cameraUnavailable, unsupportedInput, invalidArgument,
-                 notWritable, streamFailed, timedOut, invalidState
+                 notWritable, streamFailed, timedOut, invalidState, displayUnavailable
         }
         private let code: Code
         private init(_ code: Code) { self.code = code }
@@ -28,6 +28,9 @@ public struct MediaError: Error, CustomStringConvertible, Sendable {
         public static let timedOut = Kind(.timedOut)
         /// The object was used after it finished or failed (e.g. writing after `finish()`).
         public static let invalidState = Kind(.invalidState)
+        /// There is no display to open a window on (no `DISPLAY`/`WAYLAND_DISPLAY`, an unreachable X
+        /// server), or the window was closed.
+        public static let displayUnavailable = Kind(.displayUnavailable)
 
         /// A short name of the kind, for logs.
         public var description: String { "\(code)" }

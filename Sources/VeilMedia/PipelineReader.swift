@@ -59,17 +59,7 @@ final class PipelineReader: FrameReader {
         self.sink = try pipeline.element(named: "sink")
         self.info = SourceInfo(width: 0, height: 0, isLive: live)
 
-        var callbacks = GstAppSinkCallbacks()
-        callbacks.new_sample = { appSink, _ in
-            // Runs on a streaming thread; posting on the bus is thread-safe and wakes `read`.
-            guard let appSink, let structure = gst_structure_new_empty("veil-sample-ready") else { return GST_FLOW_OK }
-            let object = UnsafeMutableRawPointer(appSink).assumingMemoryBound(to: GstObject.self)
-            if let message = gst_message_new_application(object, structure) {
-                gst_element_post_message(UnsafeMutableRawPointer(appSink).assumingMemoryBound(to: GstElement.self), message)
-            }
-            return GST_FLOW_OK
-        }
-        gst_app_sink_set_callbacks(appSink, &callbacks, nil, nil)
+        MediaPipeline.postWakeUps(fromAppSink: sink)
 
         if live {
             try startLive()
@@ -95,14 +85,18 @@ final class PipelineReader: FrameReader {
             throw startFailure()
         case GST_STATE_CHANGE_ASYNC:
             waiting: while true {
-                guard let event = pipeline.next(GST_MESSAGE_ERROR | GST_MESSAGE_ASYNC_DONE | GST_MESSAGE_EOS, timeout: timeout) else {
+                guard let event = pipeline.next(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_ASYNC_DONE | GST_MESSAGE_EOS,
+                                                timeout: timeout) else {
                     throw MediaError(.timedOut, "\(subject.name) did not start within \(Int(timeout)) s; check that it is a readable video or image")
                 }
                 switch event {
                 case .error(let failure): throw mediaError(failure)
+                // Streams that are all audio in a container that queues them (MP4, Ogg) never fail
+                // on their own: decodebin just leaves them unlinked and the preroll never ends.
+                case .warning(let failure) where failure.isUnresolvedLink: throw noVideo()
                 case .endOfStream: throw noVideo()
                 case .asyncDone: break waiting
-                case .wakeUp, .other: continue
+                case .warning, .wakeUp, .other: continue
                 }
             }
         default:
@@ -132,7 +126,7 @@ final class PipelineReader: FrameReader {
             case .error(let failure): throw mediaError(failure)
             case .endOfStream: throw noVideo()
             case .wakeUp: break waiting
-            case .asyncDone, .other: continue
+            case .asyncDone, .warning, .other: continue
             }
         }
         guard let pad = gst_element_get_static_pad(sink, "sink") else { throw noVideo() }
@@ -229,7 +223,7 @@ final class PipelineReader: FrameReader {
             throw error
         case .endOfStream:
             endOfStream = true
-        case .wakeUp, .asyncDone, .other:
+        case .wakeUp, .asyncDone, .warning, .other:
             break
         }
     }
