@@ -45,10 +45,10 @@ let package = Package(
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.
         .target(name: "VeilSynth", dependencies: ["VeilCore", "VeilTracking"]),
         .executableTarget(name: "veil",
-                          dependencies: ["VeilCore", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth"]),
+                          dependencies: ["VeilCore", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer"]),
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
-        .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib"]),
+        .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
         .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia"]),
         .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore"]),
         .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore"]),

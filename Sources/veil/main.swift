@@ -19,6 +19,8 @@ COMMANDS:
   synth PHOTO -o CLIP      Make a talking-face clip with ground truth from a photo (for tests and benchmarks).
   demo                     Run the offline pipeline on a built-in photo (what `make demo` runs).
   bench                    Measure tracking, rendering and wire size (what `make bench` runs).
+  serve                    Run the room server (WebSocket signaling, rooms, tokens).
+  token --room R --user U  Issue a token that admits a user to a room.
   help [COMMAND]           Show help for a command.
 
 Run `veil help <command>` or `veil <command> --help` for a command's options.
@@ -30,7 +32,7 @@ struct Command {
     let run: ([String]) throws -> Void
 }
 
-let commands: [Command] = [renderCommand, synthCommand, demoCommand, benchCommand]
+let commands: [Command] = [renderCommand, synthCommand, demoCommand, benchCommand, serveCommand, tokenCommand]
 
 func main() -> Int32 {
     let args = Array(CommandLine.arguments.dropFirst())

@@ -1,0 +1,367 @@
+import Foundation
+import VeilCore
+
+// Room membership as a value-type state machine: events in (a connection opened, a message
+// arrived, a connection closed, time passed), actions out (send this to that connection, close it,
+// log this). No I/O, no clock of its own: `RoomServer` feeds it, the tests drive it directly.
+
+/// Identifies one WebSocket connection for as long as it is open (assigned by the server, never reused).
+public struct ConnectionID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The number.
+    public let rawValue: UInt64
+    /// An identifier from its number.
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "#\(rawValue)" }
+    public static func < (a: ConnectionID, b: ConnectionID) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// A reading of the two clocks the room logic needs: a monotonic one for liveness, the wall clock
+/// for token expiry. Injected so the logic is testable without sleeping.
+public struct SignalingTime: Equatable, Sendable {
+    /// Seconds on a monotonic clock (any origin).
+    public var monotonic: TimeInterval
+    /// The date, for token expiry.
+    public var date: Date
+
+    /// A reading.
+    public init(monotonic: TimeInterval, date: Date) { self.monotonic = monotonic; self.date = date }
+
+    /// The current time of this process.
+    public static func now() -> SignalingTime {
+        SignalingTime(monotonic: ProcessInfo.processInfo.systemUptime, date: Date())
+    }
+
+    /// This reading `seconds` later on both clocks.
+    public func adding(_ seconds: TimeInterval) -> SignalingTime {
+        SignalingTime(monotonic: monotonic + seconds, date: date.addingTimeInterval(seconds))
+    }
+}
+
+/// Something worth one log line. It never carries a token.
+public enum RoomActivity: Equatable, Sendable, CustomStringConvertible {
+    /// `user` joined `room`, which now has `participants` members; `resumed` when they took over their own earlier session.
+    case joined(room: String, user: String, participants: Int, resumed: Bool)
+    /// `user` left `room`, for `reason`.
+    case left(room: String, user: String, reason: LeaveReason)
+    /// `user`'s connection to `room` dropped without `leave`; they are held for `grace` seconds.
+    case dropped(room: String, user: String, grace: TimeInterval)
+    /// A join of `user` to `room` was refused with `code`.
+    case refused(room: String, user: String, code: SignalingErrorCode)
+    /// A connection that was not in a room was closed for `code` (protocol violation, join timeout).
+    case closed(ConnectionID, code: SignalingErrorCode)
+
+    /// `key=value` words, e.g. `join room=r user=u participants=2`.
+    public var description: String {
+        switch self {
+        case let .joined(room, user, count, resumed):
+            "join room=\(room) user=\(user) participants=\(count)" + (resumed ? " resumed" : "")
+        case let .left(room, user, reason): "leave room=\(room) user=\(user) reason=\(reason.rawValue)"
+        case let .dropped(room, user, grace): "drop room=\(room) user=\(user) grace=\(String(format: "%.1f", grace))s"
+        case let .refused(room, user, code): "refuse room=\(room) user=\(user) code=\(code)"
+        case let .closed(connection, code): "close connection=\(connection.rawValue) code=\(code)"
+        }
+    }
+}
+
+/// The rooms of a server and who is in them. Feed it `Event`s with the time; carry out the
+/// `Action`s it returns, in order.
+///
+/// Rules (docs/protocol.md):
+/// - A connection joins one room at a time with a token for that room and user. A room holds at
+///   most `maximumParticipants` (held participants count); one more gets `room_full`.
+/// - The same user joining the same room again takes over the session (reconnection): the old
+///   connection gets `error(replaced)` and is closed; the others are told nothing; the newcomer's
+///   `joined` says `resumed`.
+/// - A connection that closes without `leave`, or stays silent (no message, not even `ping`) for
+///   more than `silenceTimeout`, is dropped: its participant is held for `reconnectGrace` seconds
+///   from their last sign of life, then reported as `participantLeft(timeout)`.
+/// - Offer, answer and ICE are relayed only to another participant of the sender's room
+///   (`unknown_peer` otherwise); messages to a held participant are dropped. Session descriptions
+///   with a video section are refused (`video_not_allowed`): Veil sends voice and expressions only.
+/// - Anything but `join` and `ping` before joining gets `not_joined`. An undecodable message gets
+///   its error and the connection is closed; a joined sender is removed as `kicked`.
+public struct RoomDirectory: Sendable {
+    /// Limits and timings.
+    public struct Configuration: Equatable, Sendable {
+        /// Most participants in one room (a WebRTC mesh grows as n²): default 8.
+        public var maximumParticipants: Int
+        /// A connection with no message for longer than this is treated as dropped (half-open
+        /// connections). Clients ping every `SignalingMessage.pingInterval`. Default 4 s.
+        public var silenceTimeout: TimeInterval
+        /// How long a dropped participant is held, from their last sign of life, so a reconnecting
+        /// client can resume seamlessly. Default 3 s (so `participantLeft(timeout)` comes within 5 s of a drop).
+        public var reconnectGrace: TimeInterval
+        /// A connection must join within this long after opening (or after `leave`). Default 15 s.
+        public var joinTimeout: TimeInterval
+        /// STUN/TURN servers handed out in `joined`.
+        public var iceServers: [ICEServer]
+
+        /// Limits and timings; the defaults suit a local mesh.
+        public init(maximumParticipants: Int = 8, silenceTimeout: TimeInterval = 4, reconnectGrace: TimeInterval = 3,
+                    joinTimeout: TimeInterval = 15, iceServers: [ICEServer] = []) {
+            self.maximumParticipants = max(1, maximumParticipants)
+            self.silenceTimeout = silenceTimeout
+            self.reconnectGrace = reconnectGrace
+            self.joinTimeout = joinTimeout
+            self.iceServers = iceServers
+        }
+    }
+
+    /// What happened.
+    public enum Event: Equatable, Sendable {
+        /// A WebSocket connection opened.
+        case connected(ConnectionID)
+        /// A decoded message arrived on a connection.
+        case received(ClientMessage, from: ConnectionID)
+        /// Something arrived that is not a valid message (bad JSON, binary frame, too large).
+        case invalid(SignalingError, from: ConnectionID)
+        /// The connection closed (by the peer or by the network), without the server asking.
+        case disconnected(ConnectionID)
+        /// Time passed: check silences, join deadlines and grace periods. Call it a few times a second.
+        case tick
+        /// The server stops: everyone is disconnected.
+        case shutdown
+    }
+
+    /// What to do.
+    public enum Action: Equatable, Sendable {
+        /// Send `message` on `connection`.
+        case send(ServerMessage, to: ConnectionID)
+        /// Close `connection` with `code` (after the sends before it). The directory has forgotten it.
+        case close(ConnectionID, code: WebSocketCloseCode)
+        /// Write a log line.
+        case log(RoomActivity)
+    }
+
+    /// A member of a room.
+    struct Participant: Equatable, Sendable {
+        var user: String
+        var connection: ConnectionID?  // nil while held after a drop
+        var muted = false
+        var heldSince: TimeInterval?   // last sign of life before the drop
+    }
+
+    struct Connection: Equatable, Sendable {
+        var room: String?              // nil: not in a room
+        var user: String?
+        var lastSeen: TimeInterval
+        var idleSince: TimeInterval    // when it opened or last left a room
+    }
+
+    /// The configuration in force.
+    public let configuration: Configuration
+    private let tokens: TokenAuthority
+    private var connections: [ConnectionID: Connection] = [:]
+    private var rooms: [String: [Participant]] = [:]   // in join order
+
+    /// An empty directory admitting holders of tokens signed by `tokens`.
+    public init(configuration: Configuration = Configuration(), tokens: TokenAuthority) {
+        self.configuration = configuration
+        self.tokens = tokens
+    }
+
+    /// Number of rooms with at least one participant.
+    public var roomCount: Int { rooms.count }
+    /// Number of participants in all rooms (held ones included).
+    public var participantCount: Int { rooms.values.reduce(0) { $0 + $1.count } }
+    /// Number of open connections, joined or not.
+    public var connectionCount: Int { connections.count }
+    /// The participants of `room`, in join order.
+    public func participants(in room: String) -> [ParticipantInfo] {
+        (rooms[room] ?? []).map { ParticipantInfo(user: $0.user, muted: $0.muted) }
+    }
+    /// Whether `user` in `room` is held after a drop, waiting for a reconnection.
+    public func isHeld(user: String, in room: String) -> Bool {
+        rooms[room]?.first { $0.user == user }?.heldSince != nil
+    }
+
+    /// Processes one event at `time` and returns what to do, in order.
+    public mutating func handle(_ event: Event, at time: SignalingTime) -> [Action] {
+        let now = time.monotonic
+        switch event {
+        case .connected(let id):
+            connections[id] = Connection(lastSeen: now, idleSince: now)
+            return []
+        case let .received(message, id):
+            guard connections[id] != nil else { return [] }
+            connections[id]?.lastSeen = now
+            return receive(message, from: id, at: time)
+        case let .invalid(error, id):
+            guard let connection = connections.removeValue(forKey: id) else { return [] }
+            var actions: [Action] = [.send(.error(code: error.code, message: error.message), to: id),
+                                     .close(id, code: Self.closeCode(for: error.code))]
+            if let room = connection.room, let user = connection.user {
+                actions += remove(user: user, from: room, reason: .kicked)
+            } else {
+                actions.append(.log(.closed(id, code: error.code)))
+            }
+            return actions
+        case .disconnected(let id):
+            guard let connection = connections.removeValue(forKey: id) else { return [] }
+            return drop(connection, lastSignOfLife: now)
+        case .tick:
+            return tick(now: now)
+        case .shutdown:
+            let ids = connections.keys.sorted()
+            connections.removeAll()
+            rooms.removeAll()
+            return ids.flatMap { id -> [Action] in
+                [.send(.error(code: .serverShutdown, message: "the server is shutting down"), to: id), .close(id, code: .goingAway)]
+            }
+        }
+    }
+
+    // MARK: - Messages
+
+    private mutating func receive(_ message: ClientMessage, from id: ConnectionID, at time: SignalingTime) -> [Action] {
+        guard let connection = connections[id] else { return [] }
+        if case .ping(let t) = message { return [.send(.pong(t: t), to: id)] }
+        if case let .join(room, user, token) = message {
+            return join(room: room, user: user, token: token, from: id, at: time)
+        }
+        guard let room = connection.room, let user = connection.user else {
+            return [.send(.error(code: .notJoined, message: "join a room first"), to: id)]
+        }
+        switch message {
+        case let .offer(to, sdp):
+            return relay(.offer(from: user, sdp: sdp), sdp: sdp, from: user, to: to, in: room, sender: id)
+        case let .answer(to, sdp):
+            return relay(.answer(from: user, sdp: sdp), sdp: sdp, from: user, to: to, in: room, sender: id)
+        case let .ice(to, mline, candidate):
+            return relay(.ice(from: user, mline: mline, candidate: candidate), sdp: nil, from: user, to: to, in: room, sender: id)
+        case .mute(let muted):
+            guard let index = rooms[room]?.firstIndex(where: { $0.user == user }), rooms[room]?[index].muted != muted else { return [] }
+            rooms[room]?[index].muted = muted
+            return broadcast(.muteChanged(user: user, muted: muted), in: room, except: user)
+        case .leave:
+            connections[id]?.room = nil
+            connections[id]?.user = nil
+            connections[id]?.idleSince = time.monotonic
+            return remove(user: user, from: room, reason: .left)
+        case .join, .ping:
+            return [] // handled above
+        }
+    }
+
+    private mutating func join(room: String, user: String, token: String?, from id: ConnectionID, at time: SignalingTime) -> [Action] {
+        if let current = connections[id]?.room {
+            return [.send(.error(code: .alreadyJoined, message: "this connection is already in room \(current); send leave first"), to: id)]
+        }
+        do {
+            _ = try tokens.verify(token, room: room, user: user, now: time.date)
+        } catch {
+            return refuse(id, room: room, user: user, code: error.code, message: error.message, close: .policyViolation)
+        }
+        var members = rooms[room] ?? []
+        var actions: [Action] = []
+        let resumed: Bool
+        if let index = members.firstIndex(where: { $0.user == user }) {
+            // The same user again: a reconnection (or a second device) takes the session over.
+            if let old = members[index].connection {
+                connections.removeValue(forKey: old)
+                actions += [.send(.error(code: .replaced, message: "another connection joined as \(user) in \(room)"), to: old),
+                            .close(old, code: .replaced)]
+            }
+            members[index].connection = id
+            members[index].heldSince = nil
+            resumed = true
+        } else {
+            guard members.count < configuration.maximumParticipants else {
+                return refuse(id, room: room, user: user, code: .roomFull,
+                              message: "room \(room) is full (\(configuration.maximumParticipants) participants)", close: .roomFull)
+            }
+            members.append(Participant(user: user, connection: id))
+            resumed = false
+        }
+        rooms[room] = members
+        connections[id]?.room = room
+        connections[id]?.user = user
+        let me = members.first { $0.user == user }
+        let others = members.filter { $0.user != user }.map { ParticipantInfo(user: $0.user, muted: $0.muted) }
+        actions.append(.send(.joined(.init(you: user, room: room, muted: me?.muted ?? false, resumed: resumed,
+                                           participants: others, iceServers: configuration.iceServers)), to: id))
+        if !resumed { actions += broadcast(.participantJoined(user: user, muted: false), in: room, except: user) }
+        actions.append(.log(.joined(room: room, user: user, participants: members.count, resumed: resumed)))
+        return actions
+    }
+
+    private mutating func refuse(_ id: ConnectionID, room: String, user: String, code: SignalingErrorCode,
+                                 message: String, close: WebSocketCloseCode) -> [Action] {
+        connections.removeValue(forKey: id)
+        return [.send(.error(code: code, message: message), to: id), .close(id, code: close), .log(.refused(room: room, user: user, code: code))]
+    }
+
+    private func relay(_ message: ServerMessage, sdp: String?, from user: String, to target: String,
+                       in room: String, sender: ConnectionID) -> [Action] {
+        guard target != user, let peer = rooms[room]?.first(where: { $0.user == target }) else {
+            return [.send(.error(code: .unknownPeer, message: "\(target) is not another participant of room \(room)"), to: sender)]
+        }
+        if let sdp, Self.hasVideo(sdp) {
+            return [.send(.error(code: .videoNotAllowed, message: "session descriptions must not contain video (m=video): Veil sends voice and expressions only"), to: sender)]
+        }
+        guard let connection = peer.connection else { return [] } // held: they renegotiate when they resume
+        return [.send(message, to: connection)]
+    }
+
+    static func hasVideo(_ sdp: String) -> Bool {
+        sdp.split(whereSeparator: \.isNewline).contains { $0.hasPrefix("m=video") }
+    }
+
+    // MARK: - Membership changes
+
+    private func broadcast(_ message: ServerMessage, in room: String, except user: String) -> [Action] {
+        (rooms[room] ?? []).compactMap { member in
+            guard member.user != user, let connection = member.connection else { return nil }
+            return .send(message, to: connection)
+        }
+    }
+
+    private mutating func remove(user: String, from room: String, reason: LeaveReason) -> [Action] {
+        guard var members = rooms[room], let index = members.firstIndex(where: { $0.user == user }) else { return [] }
+        members.remove(at: index)
+        rooms[room] = members.isEmpty ? nil : members
+        return broadcast(.participantLeft(user: user, reason: reason), in: room, except: user)
+            + [.log(.left(room: room, user: user, reason: reason))]
+    }
+
+    private mutating func drop(_ connection: Connection, lastSignOfLife: TimeInterval) -> [Action] {
+        guard let room = connection.room, let user = connection.user,
+              let index = rooms[room]?.firstIndex(where: { $0.user == user }) else { return [] }
+        rooms[room]?[index].connection = nil
+        rooms[room]?[index].heldSince = lastSignOfLife
+        return [.log(.dropped(room: room, user: user, grace: configuration.reconnectGrace))]
+    }
+
+    private mutating func tick(now: TimeInterval) -> [Action] {
+        var actions: [Action] = []
+        for (id, connection) in connections.sorted(by: { $0.key < $1.key }) {
+            if now - connection.lastSeen > configuration.silenceTimeout {
+                // Probably half-open; if the client is alive after all, it learns why.
+                connections.removeValue(forKey: id)
+                actions += [.send(.error(code: .pingTimeout, message: "nothing received for \(Int(configuration.silenceTimeout)) s: send ping every second"), to: id),
+                            .close(id, code: .timeout)]
+                if connection.room != nil {
+                    actions += drop(connection, lastSignOfLife: connection.lastSeen)
+                } else {
+                    actions.append(.log(.closed(id, code: .pingTimeout)))
+                }
+            } else if connection.room == nil, now - connection.idleSince > configuration.joinTimeout {
+                connections.removeValue(forKey: id)
+                actions += [.send(.error(code: .joinTimeout, message: "no join within \(Int(configuration.joinTimeout)) s"), to: id),
+                            .close(id, code: .timeout), .log(.closed(id, code: .joinTimeout))]
+            }
+        }
+        for room in rooms.keys.sorted() {
+            for member in rooms[room] ?? [] {
+                if let since = member.heldSince, now - since >= configuration.reconnectGrace {
+                    actions += remove(user: member.user, from: room, reason: .timeout)
+                }
+            }
+        }
+        return actions
+    }
+
+    static func closeCode(for code: SignalingErrorCode) -> WebSocketCloseCode {
+        code == .messageTooLarge ? .tooBig : .protocolError
+    }
+}

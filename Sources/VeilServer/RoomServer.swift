@@ -1,0 +1,416 @@
+internal import CGStreamer
+internal import CSoup
+import Foundation
+import Synchronization
+import VeilCore
+import VeilGLib
+
+/// Veil's room server: HTTP + WebSocket signaling (libsoup) on a GLib main loop of its own.
+///
+/// - `GET /health` answers `{"participants":n,"rooms":n,"status":"ok","uptimeSeconds":n}`.
+/// - `/ws` is the WebSocket of the signaling protocol (docs/protocol.md); `RoomDirectory` decides
+///   everything, this class only carries bytes and time to it and its actions back out.
+///
+/// ```swift
+/// let server = RoomServer(configuration: .init(secret: secret, port: 0))
+/// let url = try server.start()            // ws://127.0.0.1:<port>/ws
+/// for await event in server.events { print(event) }
+/// server.stop()
+/// ```
+///
+/// `@unchecked Sendable`: the mutable state is the `Mutex`-guarded lifecycle below; everything
+/// libsoup touches lives in `ServerCore`, confined to the loop's thread.
+public final class RoomServer: @unchecked Sendable {
+    /// Where to listen and how rooms behave.
+    public struct Configuration: Sendable {
+        /// IP address to listen on: `127.0.0.1` (default, this machine only), `0.0.0.0` / `::` for
+        /// all interfaces, or one address. `localhost` means 127.0.0.1.
+        public var host: String
+        /// TCP port; 0 picks a free one (read it back from `port` or the URL `start` returns).
+        public var port: Int
+        /// The secret that signs the tokens this server accepts.
+        public var secret: ServerSecret
+        /// Room size, timeouts, ICE servers.
+        public var rooms: RoomDirectory.Configuration
+        /// The clocks (injected for tests).
+        public var clock: @Sendable () -> SignalingTime
+
+        /// A configuration; by default 127.0.0.1:7878, rooms of 8.
+        public init(secret: ServerSecret, host: String = "127.0.0.1", port: Int = RoomServer.defaultPort,
+                    rooms: RoomDirectory.Configuration = .init(),
+                    clock: @escaping @Sendable () -> SignalingTime = { SignalingTime.now() }) {
+            self.secret = secret; self.host = host; self.port = port; self.rooms = rooms; self.clock = clock
+        }
+    }
+
+    /// A snapshot of the server's load.
+    public struct Status: Equatable, Sendable {
+        /// Rooms with at least one participant.
+        public var rooms: Int
+        /// Participants in all rooms (including ones held after a drop).
+        public var participants: Int
+        /// Open WebSocket connections, joined or not.
+        public var connections: Int
+        /// Seconds since `start`.
+        public var uptimeSeconds: Int
+    }
+
+    /// The port `veil serve` uses unless told otherwise.
+    public static let defaultPort = 7878
+    /// The WebSocket path.
+    public static let webSocketPath = "/ws"
+    /// The health path.
+    public static let healthPath = "/health"
+
+    /// The configuration it was made with.
+    public let configuration: Configuration
+    /// Log events (listening, joins, leaves, drops, refusals, stop) for one consumer. Keeps the
+    /// newest 1024 when nobody reads; ends after `stop()`.
+    public let events: AsyncStream<RoomServerEvent>
+    private let continuation: AsyncStream<RoomServerEvent>.Continuation
+
+    private enum Phase { case idle, running, stopped }
+    private struct Lifecycle {
+        var phase = Phase.idle
+        var loop: GLibLoop?
+        var core: ServerCore?
+        var port: Int?
+        var webSocketURL: URL?
+    }
+    private let lifecycle = Mutex(Lifecycle())
+
+    /// A server, not yet listening.
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        (events, continuation) = AsyncStream.makeStream(of: RoomServerEvent.self, bufferingPolicy: .bufferingNewest(1024))
+    }
+
+    deinit { stop() }
+
+    /// The port it listens on, once started.
+    public var port: Int? { lifecycle.withLock { $0.port } }
+    /// `ws://host:port/ws`, once started (a wildcard host is given as the loopback address).
+    public var webSocketURL: URL? { lifecycle.withLock { $0.webSocketURL } }
+    /// `http://host:port/health`, once started.
+    public var healthURL: URL? {
+        webSocketURL.flatMap { URL(string: $0.absoluteString.replacingOccurrences(of: "ws://", with: "http://")
+            .replacingOccurrences(of: Self.webSocketPath, with: Self.healthPath)) }
+    }
+
+    /// Starts listening and returns the WebSocket URL clients connect to. A server starts once.
+    /// - Throws: `VeilError` when the host is not an IP address or the port cannot be bound.
+    @discardableResult
+    public func start() throws -> URL {
+        try lifecycle.withLock { state in
+            guard state.phase == .idle else {
+                throw VeilError.invalidInput("this RoomServer was already started; make a new one")
+            }
+            state.phase = .running
+        }
+        let loop = GLibLoop(name: "veil-server")
+        let continuation = self.continuation
+        let configuration = self.configuration
+        let core: ServerCore
+        do {
+            core = try loop.sync {
+                try ServerCore(configuration: configuration, loop: loop) { kind, date in
+                    continuation.yield(RoomServerEvent(date: date, kind: kind))
+                }
+            }
+        } catch {
+            // Dropping the last reference stops the loop (see `stop()` for why not `loop.stop()`).
+            lifecycle.withLock { $0.phase = .stopped }
+            continuation.finish()
+            throw error
+        }
+        let url = Self.webSocketURL(host: configuration.host, port: core.port)
+        lifecycle.withLock { state in
+            state.loop = loop; state.core = core; state.port = core.port; state.webSocketURL = url
+        }
+        continuation.yield(RoomServerEvent(date: configuration.clock().date, kind: .listening(url)))
+        return url
+    }
+
+    /// Closes every connection (each client gets `error(server_shutdown)` and close code 1001),
+    /// stops listening and ends `events`. Waits up to a second for clients to acknowledge.
+    public func stop() {
+        let (loop, core) = lifecycle.withLock { state -> (GLibLoop?, ServerCore?) in
+            defer { state.phase = .stopped; state.loop = nil; state.core = nil }
+            return (state.loop, state.core)
+        }
+        if let loop, let core {
+            let drained = DispatchSemaphore(value: 0)
+            try? loop.sync { core.shutdown { drained.signal() } }
+            _ = drained.wait(timeout: .now() + 1)
+            try? loop.sync { core.tearDown() }
+            // The loop stops when its last reference goes, on this thread before we return
+            // (ServerCore holds it weakly). Not `GLibLoop.stop()`: its deinit would stop it a
+            // second time and wait 5 s for a thread already gone.
+        }
+        continuation.yield(RoomServerEvent(date: configuration.clock().date, kind: .stopped))
+        continuation.finish()
+    }
+
+    /// Rooms, participants, connections and uptime (zeros when not running).
+    public func status() -> Status {
+        let (loop, core) = lifecycle.withLock { ($0.loop, $0.core) }
+        guard let loop, let core else { return Status(rooms: 0, participants: 0, connections: 0, uptimeSeconds: 0) }
+        return (try? loop.sync { core.status() }) ?? Status(rooms: 0, participants: 0, connections: 0, uptimeSeconds: 0)
+    }
+
+    static func webSocketURL(host: String, port: Int) -> URL {
+        var shown = host
+        if host == "0.0.0.0" || host == "localhost" { shown = "127.0.0.1" }
+        if host == "::" { shown = "::1" }
+        if shown.contains(":") { shown = "[\(shown)]" }
+        return URL(string: "ws://\(shown):\(port)\(webSocketPath)") ?? URL(fileURLWithPath: "/")
+    }
+}
+
+// MARK: - The loop side
+
+/// Everything that touches libsoup: the server, the WebSocket connections, the room directory.
+///
+/// `@unchecked Sendable`: created, used and torn down only on the server's GLib loop thread
+/// (`RoomServer` reaches it through `GLibLoop.sync`; libsoup and timer callbacks run there).
+final class ServerCore: @unchecked Sendable {
+    private weak var loop: GLibLoop?  // owned by RoomServer, which stops it by letting go
+    private let clock: @Sendable () -> SignalingTime
+    private let emit: @Sendable (RoomServerEvent.Kind, Date) -> Void
+    private var server: UnsafeMutablePointer<SoupServer>?
+    private var directory: RoomDirectory
+    private var peers: [ConnectionID: WebSocketPeer] = [:]
+    private var nextID: UInt64 = 1
+    private var pending: [RoomDirectory.Event] = []
+    private var processing = false
+    private var timer: GLibTimer?
+    private var whenDrained: (() -> Void)?
+    private let startedAt: TimeInterval
+    private(set) var port = 0
+
+    /// How often `tick` runs (silences, join deadlines, grace periods).
+    static let tickMilliseconds: UInt32 = 100
+
+    init(configuration: RoomServer.Configuration, loop: GLibLoop,
+         emit: @escaping @Sendable (RoomServerEvent.Kind, Date) -> Void) throws {
+        self.loop = loop
+        self.clock = configuration.clock
+        self.emit = emit
+        directory = RoomDirectory(configuration: configuration.rooms, tokens: TokenAuthority(secret: configuration.secret))
+        startedAt = configuration.clock().monotonic
+
+        let host = configuration.host == "localhost" ? "127.0.0.1" : configuration.host
+        guard (0...65535).contains(configuration.port) else {
+            throw VeilError.invalidInput("port \(configuration.port) is out of range 0…65535")
+        }
+        guard let address = g_inet_socket_address_new_from_string(host, guint(configuration.port)) else {
+            throw VeilError.invalidInput("cannot listen on \"\(configuration.host)\": give an IP address such as 127.0.0.1, 0.0.0.0 or ::1")
+        }
+        defer { g_object_unref(UnsafeMutableRawPointer(address)) }
+        // soup_server_new is variadic: make the object through the non-variadic constructor.
+        guard let object = g_object_new_with_properties(soup_server_get_type(), 0, nil, nil) else {
+            throw VeilError.io("cannot create the HTTP server")
+        }
+        let server = SOUP_SERVER(object)
+        self.server = server
+
+        let me = Unmanaged.passRetained(self).toOpaque()
+        soup_server_add_websocket_handler(server, RoomServer.webSocketPath, nil, nil, { _, _, _, connection, data in
+            guard let data, let connection else { return }
+            Unmanaged<ServerCore>.fromOpaque(data).takeUnretainedValue().accept(connection)
+        }, me, { data in if let data { Unmanaged<ServerCore>.fromOpaque(data).release() } })
+        let me2 = Unmanaged.passRetained(self).toOpaque()
+        soup_server_add_handler(server, nil, { _, message, path, _, data in
+            guard let data, let message else { return }
+            Unmanaged<ServerCore>.fromOpaque(data).takeUnretainedValue()
+                .serveHTTP(message, path: path.map { String(cString: $0) } ?? "/")
+        }, me2, { data in if let data { Unmanaged<ServerCore>.fromOpaque(data).release() } })
+
+        var error: UnsafeMutablePointer<GError>?
+        guard soup_server_listen(server, address, SoupServerListenOptions(rawValue: 0), &error) != 0 else {
+            let reason = GLibError(consuming: error, what: "listen").message
+            tearDown()
+            throw VeilError.io("cannot listen on \(configuration.host):\(configuration.port) (\(reason)): is another server using the port? Choose another with --port")
+        }
+        if let uris = soup_server_get_uris(server) {
+            if let first = uris.pointee.data { port = Int(g_uri_get_port(OpaquePointer(first))) }
+            g_slist_free_full(uris) { g_uri_unref(OpaquePointer($0)) }
+        }
+        timer = loop.every(milliseconds: Self.tickMilliseconds) { [weak self] in
+            guard let self else { return false }
+            self.feed(.tick)
+            return true
+        }
+    }
+
+    func status() -> RoomServer.Status {
+        RoomServer.Status(rooms: directory.roomCount, participants: directory.participantCount,
+                          connections: directory.connectionCount,
+                          uptimeSeconds: max(0, Int(clock().monotonic - startedAt)))
+    }
+
+    /// Ends every session; `drained` runs once all connections have closed (maybe never: the caller waits with a timeout).
+    func shutdown(drained: @escaping () -> Void) {
+        timer?.cancel()
+        timer = nil
+        whenDrained = drained
+        feed(.shutdown)
+        checkDrained()
+    }
+
+    /// Releases everything libsoup holds: connections still open are cut, the server stops listening.
+    func tearDown() {
+        timer?.cancel()
+        timer = nil
+        whenDrained = nil
+        let remaining = peers.values
+        peers.removeAll()
+        for peer in remaining { peer.abort() }
+        if let server {
+            soup_server_disconnect(server)
+            g_object_unref(UnsafeMutableRawPointer(server))  // drops the handlers, which release us
+            self.server = nil
+        }
+    }
+
+    // MARK: Connections
+
+    private func accept(_ connection: OpaquePointer) {
+        let id = ConnectionID(nextID)
+        nextID += 1
+        peers[id] = WebSocketPeer(connection: connection,
+                                  onMessage: { [weak self] isText, bytes in self?.received(isText: isText, bytes, from: id) },
+                                  onClosed: { [weak self] in self?.closed(id) })
+        feed(.connected(id))
+    }
+
+    private func received(isText: Bool, _ bytes: [UInt8], from id: ConnectionID) {
+        guard isText else {
+            feed(.invalid(SignalingError(.badMessage, "binary frames are not accepted: send JSON text"), from: id))
+            return
+        }
+        do {
+            feed(.received(try SignalingMessage.decode(ClientMessage.self, from: bytes), from: id))
+        } catch {
+            feed(.invalid(error, from: id))
+        }
+    }
+
+    private func closed(_ id: ConnectionID) {
+        // Keep the peer alive until the signal emission that brought us here has returned.
+        if let peer = peers.removeValue(forKey: id) { loop?.perform { withExtendedLifetime(peer) {} } }
+        feed(.disconnected(id))
+        checkDrained()
+    }
+
+    private func checkDrained() {
+        if peers.isEmpty, let done = whenDrained {
+            whenDrained = nil
+            done()
+        }
+    }
+
+    /// Runs events through the directory one at a time, even when carrying out an action
+    /// (a close) makes libsoup call back into us.
+    private func feed(_ event: RoomDirectory.Event) {
+        pending.append(event)
+        guard !processing else { return }
+        processing = true
+        defer { processing = false }
+        while !pending.isEmpty {
+            let next = pending.removeFirst()
+            let time = clock()
+            for action in directory.handle(next, at: time) { perform(action, at: time) }
+        }
+    }
+
+    private func perform(_ action: RoomDirectory.Action, at time: SignalingTime) {
+        switch action {
+        case let .send(message, id):
+            peers[id]?.send(SignalingMessage.encode(message))
+        case let .close(id, code):
+            guard let peer = peers[id] else { return }
+            peer.close(code)
+            // A peer that never answers the close frame is cut after a while.
+            loop?.after(milliseconds: 5000) { [weak self, weak peer] in
+                guard let self, let peer, self.peers[id] === peer else { return }
+                peer.abort()
+                self.closed(id)
+            }
+        case .log(let activity):
+            emit(.activity(activity), time.date)
+        }
+    }
+
+    // MARK: HTTP
+
+    private func serveHTTP(_ message: OpaquePointer, path: String) {
+        let method = soup_server_message_get_method(message).map { String(cString: $0) } ?? ""
+        guard method == "GET" || method == "HEAD" else {
+            return respond(message, status: 405, json: #"{"error":"method not allowed"}"#)
+        }
+        switch path {
+        case RoomServer.healthPath:
+            let s = status()
+            respond(message, status: 200, json: #"{"participants":\#(s.participants),"rooms":\#(s.rooms),"status":"ok","uptimeSeconds":\#(s.uptimeSeconds)}"#)
+        case RoomServer.webSocketPath:
+            respond(message, status: 426, json: #"{"error":"connect with a WebSocket client (signaling protocol v1)"}"#)
+        default:
+            respond(message, status: 404, json: #"{"error":"not found: try /health or the WebSocket at /ws"}"#)
+        }
+    }
+
+    private func respond(_ message: OpaquePointer, status: UInt32, json: String) {
+        soup_server_message_set_status(message, guint(status), nil)
+        let body = Array(json.utf8)
+        body.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress?.withMemoryRebound(to: CChar.self, capacity: buffer.count) { text in
+                soup_server_message_set_response(message, "application/json", SOUP_MEMORY_COPY, text, gsize(buffer.count))
+            }
+        }
+    }
+}
+
+/// One server-side WebSocket connection: holds a reference until released, forwards its
+/// "message" and "closed" signals. Used on the loop thread only.
+final class WebSocketPeer {
+    private let connection: OpaquePointer // SoupWebsocketConnection
+    private var handlers: [UInt] = []
+
+    init(connection: OpaquePointer, onMessage: @escaping (_ isText: Bool, [UInt8]) -> Void, onClosed: @escaping () -> Void) {
+        self.connection = connection
+        let object = UnsafeMutableRawPointer(connection)
+        g_object_ref(object) // the handler's reference is not ours to keep
+        // Above the protocol's 64 KiB so the directory can answer message_too_large itself;
+        // libsoup cuts anything larger than this with close code 1009.
+        soup_websocket_connection_set_max_incoming_payload_size(connection, guint64(SignalingMessage.maxSize * 4))
+        handlers.append(GSignal.connect(object, "message") { (type: Int32, data: gpointer?) in
+            onMessage(UInt32(bitPattern: type) == SOUP_WEBSOCKET_DATA_TEXT.rawValue, bytes(of: OpaquePointer(data)))
+        })
+        handlers.append(GSignal.connect(object, "closed") { onClosed() })
+    }
+
+    deinit {
+        let object = UnsafeMutableRawPointer(connection)
+        for handler in handlers { GSignal.disconnect(object, handler) }
+        g_object_unref(object)
+    }
+
+    private var isOpen: Bool { soup_websocket_connection_get_state(connection) == SOUP_WEBSOCKET_STATE_OPEN }
+
+    func send(_ text: String) {
+        guard isOpen else { return }
+        soup_websocket_connection_send_text(connection, text)
+    }
+
+    func close(_ code: WebSocketCloseCode) {
+        guard isOpen else { return }
+        soup_websocket_connection_close(connection, gushort(code.rawValue), nil)
+    }
+
+    /// Cuts the transport without a closing handshake.
+    func abort() {
+        guard let stream = soup_websocket_connection_get_io_stream(connection) else { return }
+        g_io_stream_close(stream, nil, nil)
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+import VeilCore
+
+/// Something the room server did, with when: one log line each (`description`). Never carries a token.
+public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
+    /// When it happened.
+    public let date: Date
+    /// What happened.
+    public let kind: Kind
+
+    /// The kinds of events.
+    public enum Kind: Equatable, Sendable {
+        /// The server listens; clients connect to this WebSocket URL.
+        case listening(URL)
+        /// Room activity: joins, leaves, drops, refusals.
+        case activity(RoomActivity)
+        /// The server stopped; the stream ends after this.
+        case stopped
+    }
+
+    /// An event.
+    public init(date: Date, kind: Kind) { self.date = date; self.kind = kind }
+
+    /// The log line: an ISO 8601 UTC timestamp and `key=value` words, e.g.
+    /// `2025-01-01T12:00:00.000Z join room=r user=u participants=2`.
+    public var description: String {
+        let stamp = Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+        switch kind {
+        case .listening(let url): return "\(stamp) listen url=\(url.absoluteString)"
+        case .activity(let activity): return "\(stamp) \(activity)"
+        case .stopped: return "\(stamp) stop"
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// VeilServer: the room server (libsoup HTTP + WebSocket), tokens, rooms.

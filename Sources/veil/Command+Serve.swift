@@ -1,0 +1,117 @@
+import Dispatch
+import Foundation
+import VeilCore
+import VeilServer
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let serveCommand = Command(name: "serve", help: """
+USAGE: veil serve [options]
+
+Runs the room server: WebSocket signaling at /ws (docs/protocol.md) and GET /health. Clients join
+a room with a token from `veil token`; the server relays their WebRTC offers, answers and ICE
+candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and mutes.
+Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM.
+
+OPTIONS:
+  --host ADDRESS       IP address to listen on (default 127.0.0.1, this machine only;
+                       0.0.0.0 or :: for every interface: put TLS in front, signaling is ws://)
+  --port PORT          TCP port (default \(RoomServer.defaultPort); 0 picks a free one and prints it)
+  --room-size N        Most participants per room, 2…32 (default 8): rooms are WebRTC meshes
+  --secret-file PATH   The token signing secret (default \(ServerSecret.defaultFile().path)),
+                       created with mode 0600 if absent. Without this option $VEIL_SECRET
+                       (hex or base64, ≥ 32 bytes) takes precedence over the default file.
+  --ice-server URL     A STUN/TURN URL handed to clients in `joined` (comma-separated for several)
+""", run: runServe)
+
+let tokenCommand = Command(name: "token", help: """
+USAGE: veil token --room ROOM --user USER [--ttl 10m] [--secret-file PATH]
+
+Prints a token that admits USER to ROOM until it expires: HMAC-SHA256 over the room, the user and
+the expiry, signed with the server's secret (the same one `veil serve` uses). Only the server's
+operator can make tokens; hand each participant their own over a private channel.
+
+OPTIONS:
+  --room ROOM          The room (1–64 characters of A–Z a–z 0–9 . _ - @ + ~)
+  --user USER          The user (same characters)
+  --ttl DURATION       Lifetime: 90s, 10m (default), 2h, 1d; at most 30d
+  --secret-file PATH   The secret (default \(ServerSecret.defaultFile().path); $VEIL_SECRET takes
+                       precedence when this option is absent)
+""", run: runToken)
+
+/// The secret for `serve` and `token`: an explicit --secret-file wins, then $VEIL_SECRET, then the default file.
+func loadSecret(_ args: Arguments, createIfMissing: Bool) throws -> (ServerSecret, ServerSecret.Source) {
+    var environment = ProcessInfo.processInfo.environment
+    let file = args.value("secret-file").map { URL(fileURLWithPath: $0) }
+    if file != nil { environment[ServerSecret.environmentVariable] = nil }
+    return try ServerSecret.load(environment: environment, file: file, createIfMissing: createIfMissing)
+}
+
+func runServe(_ argv: [String]) throws {
+    let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server"], booleans: [])
+    guard args.positionals.isEmpty else { throw UsageError("serve takes no positional arguments") }
+    let port = try args.int("port", default: RoomServer.defaultPort, range: 0...65535)
+    let roomSize = try args.int("room-size", default: 8, range: 2...32)
+    let host = args.value("host") ?? "127.0.0.1"
+    let iceServers = (args.value("ice-server") ?? "").split(separator: ",").map { ICEServer(urls: [String($0)]) }
+    for server in iceServers where !["stun:", "stuns:", "turn:", "turns:"].contains(where: server.urls[0].hasPrefix) {
+        throw UsageError("--ice-server must be a stun:, stuns:, turn: or turns: URL, not \(server.urls[0])")
+    }
+    let (secret, source) = try loadSecret(args, createIfMissing: true)
+
+    let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
+                                                 rooms: .init(maximumParticipants: roomSize, iceServers: iceServers)))
+    // Log lines go to stdout as they happen, from a task that ends with the event stream.
+    let logged = DispatchSemaphore(value: 0)
+    Task.detached {
+        for await event in server.events { FileHandle.standardOutput.write(Data("\(event)\n".utf8)) }
+        logged.signal()
+    }
+    let url = try server.start()
+    Terminal.note("veil serve: secret from \(source)")
+    if host == "0.0.0.0" || host == "::" {
+        Terminal.note("veil serve: listening on every interface, port \(server.port ?? port); signaling is not encrypted (ws://)")
+    }
+    Terminal.note("veil serve: clients connect to \(url.absoluteString); health at \(server.healthURL?.absoluteString ?? "/health"). Ctrl-C stops.")
+
+    let stop = DispatchSemaphore(value: 0)
+    let sources = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
+        signal(number, SIG_IGN) // let the dispatch source see it instead of the default handler
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler { stop.signal() }
+        source.resume()
+        return source
+    }
+    stop.wait()
+    Terminal.note("veil serve: stopping")
+    server.stop()
+    _ = logged.wait(timeout: .now() + 2)
+    sources.forEach { $0.cancel() }
+}
+
+func runToken(_ argv: [String]) throws {
+    let args = try Arguments(argv, valued: ["room", "user", "ttl", "secret-file"], booleans: [])
+    guard args.positionals.isEmpty else { throw UsageError("token takes no positional arguments") }
+    guard let room = args.value("room") else { throw UsageError("token needs --room ROOM") }
+    guard let user = args.value("user") else { throw UsageError("token needs --user USER") }
+    for (option, name) in [("room", room), ("user", user)] where !SignalingMessage.isValidName(name) {
+        throw UsageError("--\(option) must be 1–\(SignalingMessage.maxNameLength) characters of A–Z a–z 0–9 . _ - @ + ~, not \"\(name)\"")
+    }
+    let ttl = try parseDuration(args.value("ttl") ?? "10m", option: "ttl")
+    let (secret, _) = try loadSecret(args, createIfMissing: false)
+    let token = try TokenAuthority(secret: secret).issue(room: room, user: user, lifetime: ttl)
+    print(token)
+}
+
+/// `90`, `90s`, `10m`, `2h`, `1d` → seconds (1 s … 30 days).
+func parseDuration(_ text: String, option: String) throws -> TimeInterval {
+    let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+    var digits = Substring(text)
+    var unit: TimeInterval = 1
+    if let last = text.last, let scale = units[last] { unit = scale; digits = digits.dropLast() }
+    guard let value = Int(digits), value > 0, TimeInterval(value) * unit <= TokenAuthority.maxLifetime else {
+        throw UsageError("--\(option) must be a duration such as 90s, 10m, 2h or 1d, at most 30d; not \(text)")
+    }
+    return TimeInterval(value) * unit
+}
