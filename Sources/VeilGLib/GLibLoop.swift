@@ -14,6 +14,7 @@ public final class GLibLoop: @unchecked Sendable {
     private let thread: Thread
     private let started = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
+    private let stopped = Mutex(false)
 
     /// Starts a new context and runs it on a new thread named `name`.
     public init(name: String) {
@@ -23,7 +24,12 @@ public final class GLibLoop: @unchecked Sendable {
         let started = self.started, finished = self.finished
         thread = Thread {
             g_main_context_push_thread_default(context)
-            started.signal()
+            // Signal from inside the running loop, so that a `stop()` right after `init` is seen.
+            let box = Unmanaged.passRetained(CallbackBox { started.signal() }).toOpaque()
+            g_main_context_invoke_full(context, G_PRIORITY_HIGH, { data in
+                Unmanaged<CallbackBox>.fromOpaque(data!).takeUnretainedValue().body()
+                return 0
+            }, box, { data in Unmanaged<CallbackBox>.fromOpaque(data!).release() })
             g_main_loop_run(loop)
             g_main_context_pop_thread_default(context)
             finished.signal()
@@ -39,9 +45,14 @@ public final class GLibLoop: @unchecked Sendable {
         g_main_context_unref(context)
     }
 
-    /// Stops the loop and waits for its thread to end. Pending work is dropped.
+    /// Stops the loop and waits for its thread to end (not when called from the loop itself).
+    /// Pending work is dropped. Calling it again does nothing.
     public func stop() {
-        guard g_main_loop_is_running(loop) != 0 || !thread.isFinished else { return }
+        let first = stopped.withLock { wasStopped -> Bool in
+            defer { wasStopped = true }
+            return !wasStopped
+        }
+        guard first else { return }
         g_main_loop_quit(loop)
         g_main_context_wakeup(context)
         if !isCurrent { _ = finished.wait(timeout: .now() + 5) }

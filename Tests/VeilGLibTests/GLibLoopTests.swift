@@ -38,3 +38,15 @@ final class GLibLoopTests: XCTestCase {
         XCTAssertEqual(count.withLock { $0 }, 3)
     }
 }
+
+final class GLibLoopStopTests: XCTestCase {
+    func testStopIsPromptAndIdempotent() {
+        let start = Date()
+        for _ in 0..<5 {
+            let loop = GLibLoop(name: "stop-test")
+            loop.stop()
+            loop.stop()
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(start), 2, "stopping five loops twice each must not wait for timeouts")
+    }
+}
