@@ -29,7 +29,8 @@ enum CallGStreamer {
     }
 
     /// GStreamer's DTLS elements generate one self-signed certificate per process, when the first
-    /// one is created (RSA key generation: 0.1–0.3 s measured here, up to 1 s on slower machines); creating one here takes that cost up front.
+    /// one is created (RSA key generation: 0.1–0.3 s measured here, up to 1 s on slower machines);
+    /// creating one here takes that cost up front.
     static let certificate: Result<Void, PeerError> = {
         do { try initialize() } catch let error as PeerError { return .failure(error) } catch { return .failure(PeerError(.gstreamerUnavailable, "\(error)")) }
         guard let element = gst_element_factory_make("dtlsdec", nil) else {
