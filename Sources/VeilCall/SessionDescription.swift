@@ -1,0 +1,91 @@
+/// An SDP offer or answer, as text, for the signaling channel to carry.
+public struct SessionDescription: Hashable, Sendable {
+    /// Offer or answer (JSEP). Provisional answers and rollbacks are not used by Veil.
+    public enum Kind: String, Hashable, Sendable {
+        case offer
+        case answer
+    }
+
+    /// Whether this is an offer or an answer.
+    public var type: Kind
+    /// The SDP text (RFC 8866), lines separated by CRLF.
+    public var sdp: String
+
+    /// A description of `type` with the SDP text `sdp`.
+    public init(type: Kind, sdp: String) {
+        self.type = type
+        self.sdp = sdp
+    }
+}
+
+/// One trickled ICE candidate, as the signaling channel carries it.
+public struct ICECandidate: Hashable, Sendable {
+    /// Index of the media section (m-line) the candidate belongs to. Veil bundles everything on
+    /// one transport, so local candidates always carry 0.
+    public var mline: UInt32
+    /// The `candidate:` attribute value, e.g. `candidate:1 1 UDP 2015363327 192.0.2.2 45545 typ host`.
+    public var candidate: String
+
+    /// A candidate for m-line `mline`.
+    public init(mline: UInt32, candidate: String) {
+        self.mline = mline
+        self.candidate = candidate
+    }
+}
+
+/// What a `PeerConnection` asks the signaling channel to deliver to the remote peer, in order.
+public enum PeerSignal: Hashable, Sendable {
+    /// The local offer or answer.
+    case description(SessionDescription)
+    /// A local ICE candidate (trickle ICE).
+    case candidate(ICECandidate)
+}
+
+/// The privacy rule every session description must pass before Veil sends or applies it: only
+/// one audio section and one WebRTC data-channel section, never video or anything else.
+///
+/// `PeerConnection` checks each local description before it leaves the device (and refuses to send
+/// one that fails), and each remote description before it is applied (an offer with `m=video`
+/// would otherwise make the answer carry an `m=video` line too, even if rejected).
+public enum SessionDescriptionPolicy {
+    /// Remote descriptions longer than this are refused unread (a real one is 1–3 KB).
+    public static let maximumLength = 64 * 1024
+
+    /// The media kinds of the description's `m=` lines, in order (e.g. `["audio", "application"]`).
+    public static func mediaKinds(in sdp: String) -> [String] {
+        sdp.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline)
+            .filter { $0.hasPrefix("m=") }
+            .map { line in String(line.dropFirst(2).prefix(while: { $0 != " " })) }
+    }
+
+    /// Throws `PeerError.Code.privacyViolation` unless `sdp` has at most one `m=audio` and at most
+    /// one `m=application` section (a WebRTC data channel over DTLS/SCTP) and no other `m=` line.
+    /// `requireBoth` additionally demands both sections (true for everything Veil produces itself).
+    public static func validate(_ sdp: String, requireBoth: Bool = false) throws {
+        guard sdp.utf8.count <= maximumLength else {
+            throw PeerError(.invalidDescription, "session description of \(sdp.utf8.count) bytes exceeds \(maximumLength); refused")
+        }
+        var audio = 0, application = 0
+        for line in sdp.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline)
+        where line.hasPrefix("m=") {
+            let fields = line.dropFirst(2).split(separator: " ")
+            switch fields.first.map(String.init) ?? "" {
+            case "audio":
+                audio += 1
+            case "application":
+                guard fields.contains(where: { $0.contains("SCTP") }) else {
+                    throw PeerError(.privacyViolation, "session description has an application section that is not a WebRTC data channel ('\(line)'); refused")
+                }
+                application += 1
+            default:
+                throw PeerError(.privacyViolation, "session description contains '\(line.prefix(40))': Veil carries only audio and expression frames, never video or other media; refused")
+            }
+        }
+        guard audio <= 1, application <= 1 else {
+            throw PeerError(.privacyViolation, "session description has \(audio) audio and \(application) data sections; Veil allows one of each; refused")
+        }
+        if requireBoth, audio != 1 || application != 1 {
+            throw PeerError(.privacyViolation, "session description lacks its \(audio == 0 ? "audio" : "data-channel") section")
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// VeilCall: WebRTC peers (webrtcbin), call sessions, statistics.

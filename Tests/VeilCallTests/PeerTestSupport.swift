@@ -1,0 +1,204 @@
+import Foundation
+import Synchronization
+@testable import VeilCall
+import VeilCore
+import VeilGLib
+import XCTest
+
+/// A wait that took too long: the test fails instead of hanging.
+struct DeadlineExceeded: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Polls `condition` every 10 ms until it holds; throws after `seconds` (10 s by default).
+func eventually(_ what: String, within seconds: Double = 10, _ condition: () -> Bool) async throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        guard Date() < deadline else { throw DeadlineExceeded(description: "timed out after \(seconds) s waiting for \(what)") }
+        try await Task.sleep(nanoseconds: 10_000_000)
+    }
+}
+
+/// Runs `body` and throws if it has not finished after `seconds`.
+func withDeadline<T: Sendable>(_ what: String, seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw DeadlineExceeded(description: "\(what) did not finish within \(seconds) s")
+        }
+        return value
+    }
+}
+
+/// What one side of a test call saw.
+final class PeerRecorder: Sendable {
+    let events = Mutex<[PeerEvent]>([])
+    let frames = Mutex<[ReceivedExpressionFrame]>([])
+    let audio = Mutex<[ReceivedAudio]>([])
+    /// The media time at which each `audio` buffer was handed over (its actual playout time).
+    let heardMicros = Mutex<[UInt64]>([])
+    let streamsEnded = Mutex(0)
+    let descriptions = Mutex<[SessionDescription]>([])
+    /// Errors this side threw when handed the other side's signaling.
+    let rejected = Mutex<[PeerError]>([])
+
+    var states: [PeerConnection.State] {
+        events.withLock { $0.compactMap { if case .connectionState(let state) = $0 { state } else { nil } } }
+    }
+    var failures: [PeerError] {
+        events.withLock { $0.compactMap { if case .failure(let error) = $0 { error } else { nil } } }
+    }
+    var channelOpened: Bool {
+        events.withLock { $0.contains { if case .dataChannelOpened = $0 { true } else { false } } }
+    }
+
+    func hear(_ audio: ReceivedAudio) {
+        let now = PeerConnection.mediaTimeMicros
+        self.audio.withLock { $0.append(audio) }
+        heardMicros.withLock { $0.append(now) }
+    }
+
+    /// Audio received after `micros` (receiver media time), concatenated.
+    func samples(after micros: UInt64 = 0, before end: UInt64 = .max) -> [Float] {
+        audio.withLock { $0.filter { $0.playoutTimeMicros >= micros && $0.playoutTimeMicros < end }.flatMap(\.samples) }
+    }
+}
+
+/// Two real peers in one process, their signaling passed directly from one to the other.
+final class PeerPair: @unchecked Sendable {
+    // Immutable after init; the recorders and connections are themselves thread-safe.
+    let loop: GLibLoop
+    let offerer: PeerConnection
+    let answerer: PeerConnection
+    let offererSaw = PeerRecorder()
+    let answererSaw = PeerRecorder()
+    private var tasks: [Task<Void, Never>] = []
+    /// When the connections were created (after the DTLS certificate was prepared).
+    let startMicros: UInt64
+
+    init(offererInput: AudioInput = .testTone(frequency: 440), answererInput: AudioInput = .testTone(frequency: 660),
+         offererOutput: AudioOutput? = nil, answererOutput: AudioOutput? = nil,
+         configuration: PeerConfiguration = PeerConfiguration(),
+         alterOffer: (@Sendable (String) -> String)? = nil) throws {
+        let beforePrepare = PeerConnection.mediaTimeMicros
+        try PeerConnection.prepare()
+        startMicros = PeerConnection.mediaTimeMicros
+        if startMicros - beforePrepare > 50_000 {
+            print("prepare: DTLS certificate generated in \(Double(startMicros - beforePrepare) / 1000) ms")
+        }
+        loop = GLibLoop(name: "veil-test-call")
+        let offererSaw = self.offererSaw, answererSaw = self.answererSaw
+        offerer = try PeerConnection(loop: loop, role: .offerer, audioSource: offererInput,
+                                     audioOutput: offererOutput ?? .callback { offererSaw.hear($0) },
+                                     configuration: configuration)
+        answerer = try PeerConnection(loop: loop, role: .answerer, audioSource: answererInput,
+                                      audioOutput: answererOutput ?? .callback { answererSaw.hear($0) },
+                                      configuration: configuration)
+        for (from, to, recorder, alter) in [(offerer, answerer, offererSaw, alterOffer), (answerer, offerer, answererSaw, nil)] {
+            tasks.append(Task {
+                for await signal in from.signaling {
+                    var signal = signal
+                    if case .description(var description) = signal {
+                        recorder.descriptions.withLock { $0.append(description) }
+                        if let alter {
+                            description.sdp = alter(description.sdp)
+                            signal = .description(description)
+                        }
+                    }
+                    do { try to.receive(signal) } catch {
+                        let peerError = error as? PeerError ?? PeerError(.invalidArgument, "\(error)")
+                        (recorder === offererSaw ? answererSaw : offererSaw).rejected.withLock { $0.append(peerError) }
+                    }
+                }
+                recorder.streamsEnded.withLock { $0 += 1 }
+            })
+            tasks.append(Task {
+                for await event in from.events { recorder.events.withLock { $0.append(event) } }
+                recorder.streamsEnded.withLock { $0 += 1 }
+            })
+            tasks.append(Task {
+                for await frame in from.expressionFrames { recorder.frames.withLock { $0.append(frame) } }
+                recorder.streamsEnded.withLock { $0 += 1 }
+            })
+        }
+    }
+
+    /// Waits until both sides are connected and both ends of the data channel are open.
+    func waitUntilConnected() async throws {
+        do {
+            try await eventually("both peers connected with the data channel open") {
+                offerer.state == .connected && answerer.state == .connected && offerer.isDataChannelOpen && answerer.isDataChannelOpen
+            }
+        } catch {
+            throw DeadlineExceeded(description: "\(error); \(diagnostics)")
+        }
+    }
+
+    /// What each side did so far, for failure messages.
+    var diagnostics: String {
+        [("offerer", offerer, offererSaw), ("answerer", answerer, answererSaw)].map { name, peer, saw in
+            "\(name): state \(peer.state), channel open \(peer.isDataChannelOpen), descriptions \(saw.descriptions.withLock { $0.map(\.type) }), events \(saw.events.withLock { $0 })"
+        }.joined(separator: "; ")
+    }
+
+    /// The privacy invariants on what both sides produced: every description is audio plus the
+    /// data channel, never video; every payload received was a valid frame of at most 128 bytes.
+    func assertPrivacyInvariants(file: StaticString = #filePath, line: UInt = #line) async {
+        let descriptions = offererSaw.descriptions.withLock { $0 } + answererSaw.descriptions.withLock { $0 }
+        XCTAssertFalse(descriptions.isEmpty, file: file, line: line)
+        for description in descriptions {
+            XCTAssertFalse(description.sdp.contains("m=video"), file: file, line: line)
+            XCTAssertEqual(SessionDescriptionPolicy.mediaKinds(in: description.sdp), ["audio", "application"], file: file, line: line)
+        }
+        for peer in [offerer, answerer] {
+            let stats = await peer.statistics()
+            XCTAssertLessThanOrEqual(stats.expression.largestPayloadReceived, ExpressionFrame.maximumEncodedSize, file: file, line: line)
+        }
+    }
+
+    /// Closes both connections (each within the deadline) and ends the relays.
+    func close() async throws {
+        let offerer = self.offerer, answerer = self.answerer
+        try await withDeadline("closing both peers") {
+            await offerer.close()
+            await answerer.close()
+        }
+        for task in tasks { task.cancel() }
+        // The loop stops when the last reference goes (GLibLoop.deinit); stopping it here as well
+        // would make that deinit wait 5 s for a thread that has already ended.
+    }
+}
+
+/// A deterministic varied expression for frame `index`.
+func testExpression(_ index: Int) -> VeilCore.Expression {
+    var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(index % 30) - 15, pitch: Float(index % 7), roll: -Float(index % 5)),
+                                gaze: Gaze(x: Float(index % 10) / 10, y: -0.25))
+    expression[.jawOpen] = Float(index % 20) / 20
+    expression[.eyeBlinkLeft] = index % 9 == 0 ? 1 : 0.1
+    expression[.mouthSmileRight] = 0.33
+    return expression
+}
+
+/// Roughly the dominant frequency of a sine, from its zero crossings.
+func zeroCrossingFrequency(_ samples: [Float], sampleRate: Double = 48_000) -> Double {
+    guard samples.count > 1 else { return 0 }
+    var crossings = 0
+    for index in 1..<samples.count where (samples[index - 1] < 0) != (samples[index] < 0) { crossings += 1 }
+    return Double(crossings) / 2 / (Double(samples.count) / sampleRate)
+}
+
+func rms(_ samples: [Float]) -> Float {
+    guard !samples.isEmpty else { return 0 }
+    return (samples.reduce(0) { $0 + $1 * $1 } / Float(samples.count)).squareRoot()
+}
+
+func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
+}
