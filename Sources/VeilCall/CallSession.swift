@@ -1,0 +1,396 @@
+import CGStreamer
+import Foundation
+import Synchronization
+import VeilCore
+import VeilGLib
+
+/// One participant's side of a Veil call: the room server connection, a WebRTC peer per remote
+/// participant (Opus voice + the expression data channel), jitter buffers that align each remote
+/// avatar with its voice, reconnection, statistics and events.
+///
+/// Nothing here accepts an image: the caller sends `ExpressionFrame`s, which it makes on the
+/// device from the camera (`ExpressionCapture`).
+///
+/// `@unchecked Sendable`: mutable state sits behind one `Mutex`; GLib and libsoup objects are only
+/// touched on `loop`'s thread.
+public final class CallSession: @unchecked Sendable {
+    /// How to join and what to send.
+    public struct Configuration: Sendable {
+        /// The room server's WebSocket URL, e.g. ws://127.0.0.1:7878/ws.
+        public var server: URL
+        public var room: String
+        public var user: String
+        /// A token from the server's operator (`veil token`), bound to room and user.
+        public var token: String
+        /// Where the voice comes from.
+        public var audioInput: AudioInput
+        /// Where each remote participant's voice goes.
+        public var audioOutput: @Sendable (_ user: String) -> AudioOutput
+        public var peer: PeerConfiguration
+        public var reconnection: ReconnectionPolicy.Configuration
+        /// How often statistics are reported.
+        public var statisticsInterval: TimeInterval
+
+        public init(server: URL, room: String, user: String, token: String, audioInput: AudioInput = .silence,
+                    audioOutput: @escaping @Sendable (String) -> AudioOutput = { _ in .discard },
+                    peer: PeerConfiguration = PeerConfiguration(),
+                    reconnection: ReconnectionPolicy.Configuration = .init(), statisticsInterval: TimeInterval = 2) {
+            self.server = server; self.room = room; self.user = user; self.token = token
+            self.audioInput = audioInput; self.audioOutput = audioOutput; self.peer = peer
+            self.reconnection = reconnection; self.statisticsInterval = statisticsInterval
+        }
+    }
+
+    /// The connection to the room as the user would see it.
+    public enum ConnectionState: String, Sendable, Equatable {
+        case connecting, connected, reconnecting, failed, left
+    }
+
+    /// What happens in the call.
+    public enum Event: Sendable {
+        case connection(ConnectionState)
+        /// Joined (or rejoined) the room; the others already there.
+        case joined(participants: [ParticipantInfo], resumed: Bool)
+        case participantJoined(user: String)
+        case participantLeft(user: String, reason: LeaveReason)
+        case muteChanged(user: String, muted: Bool)
+        case peerState(user: String, state: PeerConnection.State)
+        /// The server refused something (bad token, room full, ...).
+        case error(code: String, message: String)
+        case statistics(CallStatistics)
+    }
+
+    /// Statistics for the whole call, every `statisticsInterval`.
+    public struct CallStatistics: Sendable {
+        public var peers: [String: PeerStatistics]
+        /// Jitter-buffer figures per remote participant.
+        public var expressionBuffers: [String: ExpressionJitterBuffer.Statistics]
+        /// The worst network quality over all peers (`down` with nobody else in the room).
+        public var quality: NetworkQuality
+    }
+
+    public let configuration: Configuration
+    public let events: AsyncStream<Event>
+    /// Every ExpressionFrame received, with its sender (newest kept when the consumer lags).
+    public let expressionFrames: AsyncStream<(user: String, frame: ReceivedExpressionFrame)>
+
+    private let loop: GLibLoop
+    private let ownsLoop: Bool
+    private let eventSink: AsyncStream<Event>.Continuation
+    private let frameSink: AsyncStream<(user: String, frame: ReceivedExpressionFrame)>.Continuation
+    private let state: Mutex<State>
+
+    private struct Remote {
+        var peer: PeerConnection?
+        var buffer = ExpressionJitterBuffer()
+        var muted = false
+    }
+
+    private struct State {
+        var connection: SignalingConnection?
+        var remotes: [String: Remote] = [:]
+        var muted = false
+        var leaving = false
+        var joined = false
+        var policy: ReconnectionPolicy
+        var timers: [GLibTimer] = []
+        var reconnectTimer: GLibTimer?
+    }
+
+    /// Prepares a session; nothing connects before `start()`.
+    public init(configuration: Configuration, loop: GLibLoop? = nil) {
+        self.configuration = configuration
+        self.loop = loop ?? GLibLoop(name: "veil-call")
+        ownsLoop = loop == nil
+        (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(256))
+        (expressionFrames, frameSink) = AsyncStream.makeStream(of: (user: String, frame: ReceivedExpressionFrame).self,
+                                                               bufferingPolicy: .bufferingNewest(64))
+        state = Mutex(State(policy: ReconnectionPolicy(configuration: configuration.reconnection)))
+    }
+
+    deinit {
+        eventSink.finish(); frameSink.finish()
+        if ownsLoop { loop.stop() }
+    }
+
+    /// The media clock to stamp `ExpressionFrame.captureTimeMicros` with (the audio's clock).
+    public var mediaTimeMicros: UInt64 { PeerConnection.mediaTimeMicros }
+
+    /// Connects to the server and joins the room; reconnects by itself when the connection drops.
+    public func start() {
+        eventSink.yield(.connection(.connecting))
+        let now = mediaTimeMicros
+        _ = state.withLock { $0.policy.start(at: now) }
+        loop.perform { [self] in connect() }
+    }
+
+    /// The remote participants currently known.
+    public var participants: [String] { state.withLock { Array($0.remotes.keys).sorted() } }
+
+    /// Whether `user` is muted (as they announced).
+    public func isMuted(_ user: String) -> Bool { state.withLock { $0.remotes[user]?.muted ?? false } }
+
+    /// Sends an expression to everyone (dropped for peers whose channel is congested or closed).
+    public func send(_ frame: ExpressionFrame) {
+        let peers = state.withLock { $0.remotes.values.compactMap(\.peer) }
+        for peer in peers where peer.isDataChannelOpen { peer.send(frame) }
+    }
+
+    /// What to draw for `user` at local media time `renderTimeMicros`: aligned with their voice
+    /// when it is playing, otherwise with an adaptive delay.
+    public func playout(for user: String, at renderTimeMicros: UInt64) -> ExpressionJitterBuffer.Playout? {
+        state.withLock { s in
+            guard var remote = s.remotes[user] else { return nil }
+            let playout: ExpressionJitterBuffer.Playout
+            if !remote.muted, let mapping = remote.peer?.playoutMapping {
+                playout = remote.buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: renderTimeMicros))
+            } else {
+                playout = remote.buffer.expression(atLocalTime: renderTimeMicros)
+            }
+            s.remotes[user] = remote
+            return playout
+        }
+    }
+
+    /// Mutes or unmutes the voice; the others are told.
+    public func setMuted(_ muted: Bool) {
+        let (peers, connection) = state.withLock { s -> ([PeerConnection], SignalingConnection?) in
+            s.muted = muted
+            return (s.remotes.values.compactMap(\.peer), s.connection)
+        }
+        for peer in peers { peer.setMuted(muted) }
+        connection?.send(SignalingMessage.encode(ClientMessage.mute(muted: muted)))
+    }
+
+    /// Whether this side is muted.
+    public var isMuted: Bool { state.withLock { $0.muted } }
+
+    /// Leaves the room: tells the server, closes every peer, stops reconnecting.
+    public func leave() async {
+        let (peers, connection, timers) = state.withLock { s -> ([PeerConnection], SignalingConnection?, [GLibTimer]) in
+            s.leaving = true
+            let peers = s.remotes.values.compactMap(\.peer)
+            s.remotes.removeAll()
+            let timers = s.timers + [s.reconnectTimer].compactMap { $0 }
+            s.timers = []; s.reconnectTimer = nil
+            return (peers, s.connection, timers)
+        }
+        timers.forEach { $0.cancel() }
+        connection?.send(SignalingMessage.encode(ClientMessage.leave))
+        for peer in peers { await peer.close() }
+        // Give the leave message a moment to go out before closing the socket.
+        try? await Task.sleep(nanoseconds: 100_000_000)
+        connection?.close()
+        eventSink.yield(.connection(.left))
+    }
+
+    // MARK: - Signaling (on the loop's thread)
+
+    private func connect() {
+        let connection = SignalingConnection(loop: loop, url: configuration.server)
+        connection.onMessage = { [weak self] text in self?.received(text) }
+        connection.onClose = { [weak self] closure in self?.lost(closure) }
+        state.withLock { $0.connection = connection }
+        connection.connect { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success:
+                connection.send(SignalingMessage.encode(ClientMessage.join(room: self.configuration.room,
+                                                                            user: self.configuration.user,
+                                                                            token: self.configuration.token)))
+                self.startTimers()
+            case .failure(let error):
+                self.eventSink.yield(.error(code: "unreachable", message: "\(error)"))
+                self.lost(.lost("\(error)"))
+            }
+        }
+    }
+
+    private func startTimers() {
+        let ping = loop.every(milliseconds: UInt32(SignalingMessage.pingInterval * 1000)) { [weak self] in
+            guard let self else { return false }
+            let connection = self.state.withLock { $0.connection }
+            connection?.send(SignalingMessage.encode(ClientMessage.ping(t: nil)))
+            return true
+        }
+        let stats = loop.every(milliseconds: UInt32(configuration.statisticsInterval * 1000)) { [weak self] in
+            guard let self else { return false }
+            Task { await self.reportStatistics() }
+            return true
+        }
+        let old = state.withLock { s -> [GLibTimer] in
+            let old = s.timers
+            s.timers = [ping, stats]
+            return old
+        }
+        old.forEach { $0.cancel() }
+    }
+
+    private func lost(_ closure: SignalingConnection.Closure) {
+        let now = mediaTimeMicros
+        let action = state.withLock { s -> ReconnectionPolicy.Action? in
+            s.joined = false
+            s.timers.forEach { $0.cancel() }
+            s.timers = []
+            guard !s.leaving, case .lost = closure else { return nil }
+            if case .connected = s.policy.state { return s.policy.connectionLost(at: now) }
+            return s.policy.attemptFailed(at: now)
+        }
+        guard let action else { return }
+        handle(action)
+    }
+
+    private func handle(_ action: ReconnectionPolicy.Action) {
+        switch action {
+        case .connect(let at), .abandonAttempt(let at):
+            eventSink.yield(.connection(.reconnecting))
+            let delay = at > mediaTimeMicros ? (at - mediaTimeMicros) / 1000 : 0
+            let timer = loop.after(milliseconds: UInt32(min(delay, 60_000))) { [weak self] in
+                guard let self else { return }
+                let now = self.mediaTimeMicros
+                let next = self.state.withLock { $0.leaving ? nil : $0.policy.timerFired(at: now) }
+                if case .startAttempt = next { self.connect() } else if let next { self.handle(next) }
+            }
+            state.withLock { $0.reconnectTimer = timer }
+        case .startAttempt:
+            connect()
+        case .giveUp:
+            eventSink.yield(.connection(.failed))
+        case .none:
+            break
+        }
+    }
+
+    private func received(_ text: String) {
+        let message: ServerMessage
+        do { message = try SignalingMessage.decode(ServerMessage.self, from: text) } catch {
+            eventSink.yield(.error(code: "protocol", message: "unreadable message from the server: \(error)"))
+            return
+        }
+        switch message {
+        case .joined(let joined):
+            let now = mediaTimeMicros
+            _ = state.withLock { s in s.joined = true; return s.policy.connected(at: now) }
+            eventSink.yield(.connection(.connected))
+            eventSink.yield(.joined(participants: joined.participants, resumed: joined.resumed))
+            // The newcomer offers to everyone already there; peers that survived a signaling
+            // outage (media flows directly) are kept.
+            for participant in joined.participants where participant.user != configuration.user {
+                let alive = state.withLock { s -> Bool in
+                    s.remotes[participant.user, default: Remote()].muted = participant.muted
+                    guard let peer = s.remotes[participant.user]?.peer else { return false }
+                    return peer.state == .connected || peer.state == .connecting || peer.state == .new
+                }
+                if !alive { createPeer(for: participant.user, role: .offerer) }
+            }
+            if isMuted { setMuted(true) }
+        case .participantJoined(let user, let muted):
+            state.withLock { $0.remotes[user, default: Remote()].muted = muted }
+            eventSink.yield(.participantJoined(user: user))
+        case .participantLeft(let user, let reason):
+            let peer = state.withLock { $0.remotes.removeValue(forKey: user)?.peer }
+            if let peer { Task { await peer.close() } }
+            eventSink.yield(.participantLeft(user: user, reason: reason))
+        case .offer(let from, let sdp):
+            guard let peer = createPeer(for: from, role: .answerer) else { return }
+            do { try peer.setRemoteDescription(type: .offer, sdp: sdp) } catch {
+                eventSink.yield(.error(code: "negotiation", message: "offer from \(from): \(error)"))
+            }
+        case .answer(let from, let sdp):
+            let peer = state.withLock { $0.remotes[from]?.peer }
+            do { try peer?.setRemoteDescription(type: .answer, sdp: sdp) } catch {
+                eventSink.yield(.error(code: "negotiation", message: "answer from \(from): \(error)"))
+            }
+        case .ice(let from, let mline, let candidate):
+            let peer = state.withLock { $0.remotes[from]?.peer }
+            try? peer?.addRemoteCandidate(mline: UInt32(max(mline, 0)), candidate: candidate)
+        case .muteChanged(let user, let muted):
+            state.withLock { $0.remotes[user]?.muted = muted }
+            eventSink.yield(.muteChanged(user: user, muted: muted))
+        case .error(let code, let message):
+            eventSink.yield(.error(code: code.rawValue, message: message))
+            if code.rawValue.hasPrefix("token_") || code == .roomFull {
+                // Retrying cannot help: stop and say so.
+                let connection = state.withLock { s -> SignalingConnection? in s.leaving = true; return s.connection }
+                connection?.close()
+                eventSink.yield(.connection(.failed))
+            }
+        case .pong:
+            break
+        }
+    }
+
+    /// A new peer for `user` (replacing any old one), wired to signaling and the jitter buffer.
+    @discardableResult
+    private func createPeer(for user: String, role: PeerConnection.Role) -> PeerConnection? {
+        let peer: PeerConnection
+        do {
+            peer = try PeerConnection(loop: loop, role: role, audioSource: configuration.audioInput,
+                                      audioOutput: configuration.audioOutput(user), configuration: configuration.peer)
+        } catch {
+            eventSink.yield(.error(code: "media", message: "cannot start a connection to \(user): \(error)"))
+            return nil
+        }
+        let (old, muted) = state.withLock { s -> (PeerConnection?, Bool) in
+            var remote = s.remotes[user] ?? Remote()
+            let old = remote.peer
+            remote.peer = peer
+            remote.buffer.reset()
+            s.remotes[user] = remote
+            return (old, s.muted)
+        }
+        if let old { Task { await old.close() } }
+        if muted { peer.setMuted(true) }
+        let me = configuration.user
+        Task { [weak self] in
+            for await signal in peer.signaling {
+                guard let self else { return }
+                let connection = self.state.withLock { $0.connection }
+                switch signal {
+                case .description(let description):
+                    let message: ClientMessage = description.type == .offer
+                        ? .offer(to: user, sdp: description.sdp) : .answer(to: user, sdp: description.sdp)
+                    connection?.send(SignalingMessage.encode(message))
+                case .candidate(let candidate):
+                    connection?.send(SignalingMessage.encode(ClientMessage.ice(to: user, mline: Int(candidate.mline),
+                                                                                candidate: candidate.candidate)))
+                }
+            }
+            _ = me
+        }
+        Task { [weak self] in
+            for await received in peer.expressionFrames {
+                guard let self else { return }
+                self.state.withLock { s in
+                    guard s.remotes[user]?.peer === peer else { return }
+                    s.remotes[user]?.buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros)
+                }
+                self.frameSink.yield((user: user, frame: received))
+            }
+        }
+        Task { [weak self] in
+            for await event in peer.events {
+                guard let self else { return }
+                if case .connectionState(let state) = event {
+                    self.eventSink.yield(.peerState(user: user, state: state))
+                    if state == .failed, role == .offerer {
+                        // webrtcbin cannot restart ICE: negotiate a fresh connection instead.
+                        let current = self.state.withLock { $0.remotes[user]?.peer }
+                        if current === peer { self.loop.perform { self.createPeer(for: user, role: .offerer) } }
+                    }
+                }
+            }
+        }
+        return peer
+    }
+
+    private func reportStatistics() async {
+        let (peers, buffers) = state.withLock { s in
+            (s.remotes.compactMapValues(\.peer), s.remotes.mapValues(\.buffer.statistics))
+        }
+        var results: [String: PeerStatistics] = [:]
+        for (user, peer) in peers { results[user] = await peer.statistics() }
+        let quality = results.values.map(\.quality).max() ?? .down
+        eventSink.yield(.statistics(CallStatistics(peers: results, expressionBuffers: buffers, quality: quality)))
+    }
+}

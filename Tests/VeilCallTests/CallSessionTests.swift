@@ -1,0 +1,141 @@
+import Foundation
+import Synchronization
+import VeilCall
+import VeilCore
+import VeilServer
+import XCTest
+
+/// Two participants in one room through a real room server on loopback and real WebRTC.
+final class CallSessionTests: XCTestCase {
+    /// Collects a session's events for polling assertions.
+    final class Recorder: @unchecked Sendable {
+        let events = Mutex<[CallSession.Event]>([])
+        let frames = Mutex<[ExpressionFrame]>([])
+        init(_ session: CallSession) {
+            Task { for await e in session.events { self.events.withLock { $0.append(e) } } }
+            Task { for await f in session.expressionFrames { self.frames.withLock { $0.append(f.frame.frame) } } }
+        }
+        func has(_ predicate: (CallSession.Event) -> Bool) -> Bool { events.withLock { $0.contains(where: predicate) } }
+        func count(_ predicate: (CallSession.Event) -> Bool) -> Int { events.withLock { $0.filter(predicate).count } }
+    }
+
+    func waitUntil(_ what: String, timeout: TimeInterval, _ condition: () -> Bool) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > deadline { XCTFail("timed out after \(timeout) s waiting for \(what)"); return }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
+    func makeServer(secret: ServerSecret, port: Int = 0) throws -> (RoomServer, URL) {
+        let server = RoomServer(configuration: .init(secret: secret, port: port))
+        return (server, try server.start())
+    }
+
+    func session(_ user: String, url: URL, secret: ServerSecret, tone: Double) throws -> CallSession {
+        let token = try TokenAuthority(secret: secret).issue(room: "lobby", user: user, lifetime: 600)
+        var configuration = CallSession.Configuration(server: url, room: "lobby", user: user, token: token,
+                                                      audioInput: .testTone(frequency: tone))
+        configuration.reconnection.initialDelayMicros = 100_000
+        configuration.reconnection.maximumDelayMicros = 1_000_000
+        return CallSession(configuration: configuration)
+    }
+
+    func frame(_ i: Int, at time: UInt64) -> ExpressionFrame {
+        var e = VeilCore.Expression()
+        e[.jawOpen] = Float(i % 10) / 10
+        e[.eyeBlinkLeft] = i % 7 == 0 ? 1 : 0
+        e.headPose = HeadPose(yaw: Float(i % 20) - 10, pitch: 2, roll: -1)
+        return ExpressionFrame(sequence: UInt32(i), captureTimeMicros: time, state: .tracked, expression: e)
+    }
+
+    func testTwoParticipantsTalkMuteSurviveAServerRestartAndLeave() throws {
+        try PeerConnection.prepare()
+        let secret = ServerSecret.random()
+        var (server, url) = try makeServer(secret: secret)
+        let alice = try session("alice", url: url, secret: secret, tone: 440)
+        let bob = try session("bob", url: url, secret: secret, tone: 660)
+        let a = Recorder(alice), b = Recorder(bob)
+        alice.start()
+        waitUntil("alice joined", timeout: 5) { a.has { if case .joined = $0 { return true }; return false } }
+        bob.start()
+        waitUntil("both peers connected", timeout: 10) {
+            a.has { if case .peerState("bob", .connected) = $0 { return true }; return false }
+                && b.has { if case .peerState("alice", .connected) = $0 { return true }; return false }
+        }
+        XCTAssertTrue(a.has { if case .participantJoined("bob") = $0 { return true }; return false })
+
+        // Expressions flow and decode to what was sent.
+        waitUntil("data channels open", timeout: 5) { alice.participants == ["bob"] && bob.participants == ["alice"] }
+        Thread.sleep(forTimeInterval: 0.3)
+        var sent: [ExpressionFrame] = []
+        for i in 0..<60 {
+            let f = frame(i, at: alice.mediaTimeMicros)
+            sent.append(f)
+            alice.send(f)
+            Thread.sleep(forTimeInterval: 1.0 / 30)
+        }
+        waitUntil("bob receives alice's frames", timeout: 5) { b.frames.withLock { $0.count } >= 57 }
+        let received = b.frames.withLock { $0 }
+        for r in received {
+            guard let s = sent.first(where: { $0.sequence == r.sequence }) else { XCTFail("unknown frame \(r.sequence)"); continue }
+            XCTAssertEqual(r.expression[.jawOpen], s.expression[.jawOpen], accuracy: 1.0 / 255)
+            XCTAssertEqual(r.expression.headPose.yaw, s.expression.headPose.yaw, accuracy: 0.01)
+        }
+        // The jitter buffer hands bob something to draw for alice.
+        XCTAssertNotNil(bob.playout(for: "alice", at: bob.mediaTimeMicros))
+
+        // Mute reaches the other side.
+        alice.setMuted(true)
+        waitUntil("bob hears that alice muted", timeout: 3) { b.has { if case .muteChanged("alice", true) = $0 { return true }; return false } }
+        XCTAssertTrue(bob.isMuted("alice"))
+
+        // The server restarts mid-call: both rejoin and expressions flow again within 10 s.
+        server.stop()
+        waitUntil("both notice", timeout: 5) {
+            a.has { if case .connection(.reconnecting) = $0 { return true }; return false }
+                && b.has { if case .connection(.reconnecting) = $0 { return true }; return false }
+        }
+        let port = url.port ?? 0
+        let restartedAt = Date()
+        (server, _) = try makeServer(secret: secret, port: port)
+        waitUntil("both rejoin", timeout: 10) {
+            a.count { if case .joined = $0 { return true }; return false } >= 2
+                && b.count { if case .joined = $0 { return true }; return false } >= 2
+        }
+        let before = b.frames.withLock { $0.count }
+        let flowing = Date().addingTimeInterval(10 - Date().timeIntervalSince(restartedAt))
+        var i = 100
+        while b.frames.withLock({ $0.count }) < before + 10, Date() < flowing {
+            alice.send(frame(i, at: alice.mediaTimeMicros)); i += 1
+            Thread.sleep(forTimeInterval: 1.0 / 30)
+        }
+        XCTAssertGreaterThanOrEqual(b.frames.withLock { $0.count }, before + 10, "expressions did not flow again within 10 s of the restart")
+
+        // Leaving is reported as left.
+        let left = DispatchSemaphore(value: 0)
+        Task { await bob.leave(); left.signal() }
+        XCTAssertEqual(left.wait(timeout: .now() + 5), .success)
+        waitUntil("alice sees bob leave", timeout: 5) {
+            a.has { if case .participantLeft("bob", .left) = $0 { return true }; return false }
+        }
+        let done = DispatchSemaphore(value: 0)
+        Task { await alice.leave(); done.signal() }
+        _ = done.wait(timeout: .now() + 5)
+        server.stop()
+    }
+
+    func testABadTokenIsRefusedAndNotRetried() throws {
+        let secret = ServerSecret.random()
+        let (server, url) = try makeServer(secret: secret)
+        let forged = try TokenAuthority(secret: ServerSecret.random()).issue(room: "lobby", user: "mallory", lifetime: 60)
+        let session = CallSession(configuration: .init(server: url, room: "lobby", user: "mallory", token: forged))
+        let r = Recorder(session)
+        session.start()
+        waitUntil("refusal", timeout: 5) { r.has { if case .error("token_forged", _) = $0 { return true }; return false } }
+        waitUntil("failed", timeout: 2) { r.has { if case .connection(.failed) = $0 { return true }; return false } }
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertFalse(r.has { if case .connection(.reconnecting) = $0 { return true }; return false })
+        server.stop()
+    }
+}
