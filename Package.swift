@@ -45,7 +45,7 @@ let package = Package(
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.
         .target(name: "VeilSynth", dependencies: ["VeilCore", "VeilTracking"]),
         .executableTarget(name: "veil",
-                          dependencies: ["VeilCore", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer"]),
+                          dependencies: ["VeilCore", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall"]),
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
         .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),

@@ -19,6 +19,7 @@ COMMANDS:
   synth PHOTO -o CLIP      Make a talking-face clip with ground truth from a photo (for tests and benchmarks).
   demo                     Run the offline pipeline on a built-in photo (what `make demo` runs).
   bench                    Measure tracking, rendering and wire size (what `make bench` runs).
+  call --server URL ...    Join a room: your voice and expressions out, the others' avatars in.
   serve                    Run the room server (WebSocket signaling, rooms, tokens).
   token --room R --user U  Issue a token that admits a user to a room.
   help [COMMAND]           Show help for a command.
@@ -32,7 +33,7 @@ struct Command {
     let run: ([String]) throws -> Void
 }
 
-let commands: [Command] = [renderCommand, synthCommand, demoCommand, benchCommand, serveCommand, tokenCommand]
+let commands: [Command] = [renderCommand, synthCommand, callCommand, serveCommand, tokenCommand, demoCommand, benchCommand]
 
 func main() -> Int32 {
     let args = Array(CommandLine.arguments.dropFirst())

@@ -1,0 +1,284 @@
+import Foundation
+import Synchronization
+import VeilCairo
+import VeilCall
+import VeilCore
+import VeilMedia
+import VeilRender
+import VeilTracking
+
+/// Runs one participant of a call from the command line: camera or video → tracker → expression
+/// frames out; remote expressions and voices in → picture-in-picture view → window or file.
+final class CallRunner: @unchecked Sendable {
+    enum Output { case window, file(String), none }
+    enum Control: Equatable { case toggleMute, cycleBackground, cycleLayout, leave }
+
+    struct Options {
+        var server: URL
+        var room: String
+        var user: String
+        var token: String
+        /// A camera (/dev/videoN) or a video file (played in real time, looped); nil: no camera.
+        var video: String?
+        var audioIn: AudioInput = .silence
+        var audioOut: AudioOutput = .discard
+        var output: Output = .none
+        var size: (width: Int, height: Int) = (640, 480)
+        var style: AvatarStyle = .mask
+        var backgrounds: [AvatarBackground] = [defaultBackground, .solid(Color(white: 0.12)), .none]
+        var duration: TimeInterval?
+        var json = false
+        var quiet = false
+        /// Controls applied at times (seconds from the start), for scripted runs such as the demo.
+        var schedule: [(at: TimeInterval, control: Control)] = []
+    }
+
+    /// What a run measured.
+    struct Report: Codable {
+        var user: String
+        var joinMilliseconds: Double?
+        var roundTripMillis: Double?
+        var lossFraction: Double?
+        var expressionFramesPerSecondSent: Double = 0
+        var expressionFramesPerSecondReceived: Double = 0
+        var expressionBytesPerSecond: Double = 0
+        var audioBitsPerSecond: Double = 0
+        var largestExpressionPayload = 0
+        var lipSyncOffsetsMillis: [Double] = []
+        var framesRendered = 0
+        var framesTracked = 0
+        var events: [String] = []
+        var candidatePair: String?
+        var quality: String?
+    }
+
+    let options: Options
+    let session: CallSession
+    private let controls = Mutex<[Control]>([])
+    private let report: Mutex<Report>
+    private let running = Mutex(true)
+    private let failed = Mutex<String?>(nil)
+    private let own = Mutex(VeilCore.Expression.neutral)
+
+    /// The others' voices, mixed for the recording.
+    private let mixer = AudioMixer()
+
+    init(options: Options) {
+        self.options = options
+        // When recording what this participant hears, the voices go to the recording (unless
+        // they are to be played on the sound server).
+        var output = options.audioOut
+        let mixer = self.mixer
+        if case .file = options.output, case .discard = options.audioOut {
+            output = .callback { audio in mixer.add(audio.samples, at: audio.playoutTimeMicros) }
+        }
+        let chosen = output
+        session = CallSession(configuration: .init(server: options.server, room: options.room, user: options.user,
+                                                   token: options.token, audioInput: options.audioIn,
+                                                   audioOutput: { _ in chosen }))
+        report = Mutex(Report(user: options.user))
+    }
+
+    /// Asks the running call to do something (from a key press or a schedule).
+    func apply(_ control: Control) { controls.withLock { $0.append(control) } }
+
+    /// Runs until the duration ends, the call is left, or it fails; returns what it measured.
+    func run() throws -> Report {
+        try PeerConnection.prepare()
+        let started = session.mediaTimeMicros
+        Task { [self] in
+            for await event in session.events {
+                let line = describe(event)
+                if options.json { print(line.json); fflush(stdout) } else if !options.quiet, let text = line.human { Terminal.note(text) }
+                report.withLock { r in
+                    r.events.append(line.json)
+                    if case .joined = event, r.joinMilliseconds == nil { r.joinMilliseconds = Double(session.mediaTimeMicros - started) / 1000 }
+                    if case .statistics(let s) = event, let peer = s.peers.values.first {
+                        r.roundTripMillis = peer.roundTripTimeMillis ?? r.roundTripMillis
+                        r.lossFraction = peer.lossFraction ?? r.lossFraction
+                        r.expressionFramesPerSecondSent = peer.expression.framesSentPerSecond
+                        r.expressionFramesPerSecondReceived = peer.expression.framesReceivedPerSecond
+                        r.expressionBytesPerSecond = peer.expression.bytesSentPerSecond
+                        r.audioBitsPerSecond = peer.audioBitrateOut
+                        r.largestExpressionPayload = max(r.largestExpressionPayload, peer.expression.largestPayloadReceived)
+                        r.candidatePair = peer.candidatePair.map { "\($0.local) ↔ \($0.remote)" }
+                        r.quality = s.quality.description
+                    }
+                }
+                if case .connection(.failed) = event { failed.withLock { $0 = "the call failed" } }
+            }
+        }
+        session.start()
+
+        // Capture: the camera or video, tracked on a thread of its own.
+        var captureThread: Thread?
+        if let video = options.video {
+            let source = try VideoSource.open(video)
+            let capture = ExpressionCapture(tracker: try MediaPipeFaceTracker())
+            let thread = Thread { [self] in
+                var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
+                var source = source
+                let pace = session.mediaTimeMicros
+                var loopOffset: UInt64 = 0, lastStamp: UInt64 = 0
+                while running.withLock({ $0 }) {
+                    do {
+                        if try !source.read(into: &frame) {
+                            guard !source.isLive, let again = try? VideoSource.open(video) else { break }
+                            source = again
+                            loopOffset += lastStamp + 33_333
+                            continue
+                        }
+                    } catch { break }
+                    lastStamp = frame.timestampMicros
+                    // Files play in real time, as a camera would deliver them.
+                    if !source.isLive {
+                        let due = pace + loopOffset + frame.timestampMicros
+                        let now = session.mediaTimeMicros
+                        if due > now { Thread.sleep(forTimeInterval: Double(due - now) / 1e6) }
+                    }
+                    guard let out = try? capture.process(frame.image, captureTimeMicros: session.mediaTimeMicros) else { continue }
+                    session.send(out.frame)
+                    if out.frame.state == .tracked { own.withLock { $0 = out.frame.expression } }
+                    report.withLock { $0.framesTracked += out.frame.state == .tracked ? 1 : 0 }
+                }
+            }
+            thread.name = "veil-capture"
+            thread.start()
+            captureThread = thread
+        }
+
+        // Output: window or file, at 30 fps, with the received voices mixed in when recording.
+        let width = options.size.width, height = options.size.height
+        let canvas = try CairoCanvas(width: width, height: height)
+        let renderer = AvatarRenderer()
+        var image = RGBImage(width: width, height: height)
+        var writer: VideoWriter?
+        var display: VideoDisplay?
+        switch options.output {
+        case .file(let path):
+            try createParent(of: path)
+            writer = try VideoWriter(url: URL(fileURLWithPath: path), width: width, height: height, framesPerSecond: 30,
+                                     audio: AudioTrackFormat(sampleRate: 48_000, channels: 1))
+        case .window:
+            display = try VideoDisplay(title: "Veil — \(options.user) in \(options.room)", width: width, height: height)
+        case .none:
+            break
+        }
+        var backgroundIndex = 0
+        var layout: CompositorLayout = .pictureInPicture
+        let corners: [Corner] = [.bottomRight, .bottomLeft, .topLeft, .topRight]
+        var cornerIndex = 0
+        var schedule = options.schedule
+        let tick: UInt64 = 33_333
+        var next = session.mediaTimeMicros
+        let end = options.duration.map { started + UInt64($0 * 1e6) }
+        while running.withLock({ $0 }) {
+            let now = session.mediaTimeMicros
+            if let end, now >= end { break }
+            if failed.withLock({ $0 }) != nil { break }
+            while let first = schedule.first, now >= started + UInt64(first.at * 1e6) {
+                apply(first.control); schedule.removeFirst()
+            }
+            for control in controls.withLock({ c in defer { c = [] }; return c }) {
+                switch control {
+                case .toggleMute: session.setMuted(!session.isMuted)
+                case .cycleBackground: backgroundIndex = (backgroundIndex + 1) % options.backgrounds.count
+                case .cycleLayout:
+                    cornerIndex = (cornerIndex + 1) % (corners.count + 1)
+                    layout = cornerIndex < corners.count ? .pictureInPicture(corner: corners[cornerIndex], insetFraction: 0.25, margin: 12) : .grid
+                case .leave: running.withLock { $0 = false }
+                }
+            }
+            // Remote avatars fill the view (a grid for several), our own is the inset.
+            let background = options.backgrounds[backgroundIndex]
+            let remotes = session.participants
+            var views: [CompositorView] = []
+            var lipSync: [Double] = []
+            for user in remotes {
+                guard let playout = session.playout(for: user, at: now) else { continue }
+                if playout.source == .frame || playout.source == .interpolated, let source = playout.sourceTimeMicros,
+                   !session.isMuted(user) {
+                    lipSync.append(Double(LipSync.audioLeadMicros(audioMediaTimeMicros: playout.mediaTimeMicros, sourceTimeMicros: source)) / 1000)
+                }
+                views.append(CompositorView(expression: playout.expression, label: session.isMuted(user) ? "\(user) (muted)" : user,
+                                            style: options.style, background: background))
+            }
+            let me = CompositorView(expression: own.withLock { $0 }, label: session.isMuted ? "you (muted)" : "you",
+                                    style: options.style, background: background)
+            if views.isEmpty {
+                Compositor(layout: .grid).render([me], with: renderer, into: canvas)
+            } else if views.count == 1, case .pictureInPicture = layout {
+                Compositor(layout: layout).render(views + [me], with: renderer, into: canvas)
+            } else {
+                Compositor(layout: .grid).render(views + [me], with: renderer, into: canvas)
+            }
+            canvas.copy(into: &image)
+            if let writer {
+                try writer.write(image, at: now - started)
+                // Voices are written once they are 300 ms old, so late buffers still make the mix.
+                if now > started + 300_000, let chunk = mixer.drain(before: now - 300_000), chunk.timeMicros >= started {
+                    try writer.write(audio: chunk.samples, at: chunk.timeMicros - started)
+                }
+            }
+            if let display { try? display.show(image) }
+            report.withLock { r in r.framesRendered += 1; r.lipSyncOffsetsMillis.append(contentsOf: lipSync) }
+            next += tick
+            let after = session.mediaTimeMicros
+            if next > after { Thread.sleep(forTimeInterval: Double(next - after) / 1e6) } else { next = after }
+        }
+        running.withLock { $0 = false }
+        let left = DispatchSemaphore(value: 0)
+        Task { [session] in await session.leave(); left.signal() }
+        _ = left.wait(timeout: .now() + 5)
+        captureThread.map { _ in Thread.sleep(forTimeInterval: 0.05) }
+        try writer?.finish()
+        display?.close()
+        if let failure = failed.withLock({ $0 }) { throw VeilError.io(failure) }
+        return report.withLock { $0 }
+    }
+}
+
+/// An event as a JSON line and, when worth telling a person, a sentence.
+private func describe(_ event: CallSession.Event) -> (json: String, human: String?) {
+    func json(_ fields: [String: Any]) -> String {
+        (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+    switch event {
+    case .connection(let state):
+        return (json(["event": "connection", "state": state.rawValue]), "connection: \(state.rawValue)")
+    case .joined(let participants, let resumed):
+        let names = participants.map(\.user)
+        return (json(["event": "joined", "participants": names, "resumed": resumed]),
+                "\(resumed ? "rejoined" : "joined"); in the room: \(names.isEmpty ? "nobody yet" : names.joined(separator: ", "))")
+    case .participantJoined(let user):
+        return (json(["event": "participantJoined", "user": user]), "\(user) joined")
+    case .participantLeft(let user, let reason):
+        return (json(["event": "participantLeft", "user": user, "reason": reason.rawValue]), "\(user) left (\(reason.rawValue))")
+    case .muteChanged(let user, let muted):
+        return (json(["event": "muteChanged", "user": user, "muted": muted]), "\(user) \(muted ? "muted" : "unmuted")")
+    case .peerState(let user, let state):
+        return (json(["event": "peerState", "user": user, "state": state.rawValue]), state == .connected ? "connected to \(user)" : nil)
+    case .error(let code, let message):
+        return (json(["event": "error", "code": code, "message": message]), "error \(code): \(message)")
+    case .statistics(let s):
+        var peers: [[String: Any]] = []
+        for (user, p) in s.peers.sorted(by: { $0.key < $1.key }) {
+            var entry: [String: Any] = ["user": user, "state": p.state.rawValue, "quality": p.quality.description,
+                                        "audioBitrateIn": p.audioBitrateIn, "audioBitrateOut": p.audioBitrateOut,
+                                        "expressionFramesPerSecond": p.expression.framesReceivedPerSecond,
+                                        "expressionBytesPerSecond": p.expression.bytesSentPerSecond]
+            if let rtt = p.roundTripTimeMillis { entry["rttMillis"] = rtt }
+            if let loss = p.lossFraction { entry["loss"] = loss }
+            if let jitter = p.jitterMillis { entry["jitterMillis"] = jitter }
+            if let pair = p.candidatePair {
+                entry["local"] = "\(pair.local.address):\(pair.local.port) (\(pair.local.type.rawValue))"
+                entry["remote"] = "\(pair.remote.address):\(pair.remote.port) (\(pair.remote.type.rawValue))"
+            }
+            peers.append(entry)
+        }
+        let human = s.peers.sorted(by: { $0.key < $1.key }).map { user, p in
+            "\(user): \(p.quality), rtt \(p.roundTripTimeMillis.map { String(format: "%.1f ms", $0) } ?? "-"), loss \(p.lossFraction.map { String(format: "%.1f %%", $0 * 100) } ?? "-"), expressions \(String(format: "%.0f", p.expression.framesReceivedPerSecond))/s"
+        }.joined(separator: "; ")
+        return (json(["event": "statistics", "quality": s.quality.description, "peers": peers]), human.isEmpty ? nil : human)
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import VeilCall
+import VeilCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let callCommand = Command(name: "call", help: """
+USAGE: veil call --server URL --room R --user U --token T [options]
+
+Joins a room on a Veil server: sends your voice (Opus) and your facial expressions (never your
+face: the camera picture is tracked here and reduced to ExpressionFrames), and shows everyone
+else's avatar, moving in sync with their voice, with yours as a small inset.
+
+OPTIONS:
+  --server URL             The room server's WebSocket URL (e.g. ws://127.0.0.1:7878/ws)
+  --room R --user U        Room and your name in it
+  --token T                Your token from the server's operator (`veil token`); or VEIL_TOKEN
+  --camera /dev/videoN     Track this camera
+  --video FILE             Track a video file instead (played in real time, looped)
+  --audio-in pulse|FILE|tone|none   Microphone (PulseAudio), an audio file, a test tone, or nothing
+                           (default: pulse when a sound server runs, else none)
+  --audio-out pulse|FILE.wav|none   Where the others' voices go (default: pulse when available, else none)
+  --out window|FILE.mp4|none        The call view: a window, or a recording of what you saw and heard
+                           (default: window when a display is available, else none)
+  --style sketch|mask      Avatar style (default mask)
+  --duration S             Leave after S seconds
+  --json                   Print events and statistics (every 2 s) as JSON lines on stdout
+
+KEYS (on a terminal): m mute/unmute · b background · p picture-in-picture corner / grid · q leave
+""", run: runCall)
+
+func runCall(_ argv: [String]) throws {
+    let args = try Arguments(argv, valued: ["server", "room", "user", "token", "camera", "video", "audio-in", "audio-out",
+                                            "out", "style", "duration", "size", "background"],
+                             booleans: ["json", "quiet"])
+    guard args.positionals.isEmpty else { throw UsageError("call takes no positional arguments") }
+    guard let serverText = args.value("server"), let server = URL(string: serverText), server.scheme == "ws" || server.scheme == "wss" else {
+        throw UsageError("call needs --server ws://HOST:PORT/ws")
+    }
+    guard let room = args.value("room"), let user = args.value("user") else { throw UsageError("call needs --room and --user") }
+    guard let token = args.value("token") ?? ProcessInfo.processInfo.environment["VEIL_TOKEN"] else {
+        throw UsageError("call needs --token (ask the server's operator: veil token --room \(room) --user \(user))")
+    }
+    let hasPulse = ProcessInfo.processInfo.environment["PULSE_SERVER"] != nil
+        || FileManager.default.fileExists(atPath: "/run/user/\(getuid())/pulse/native")
+    let hasDisplay = ProcessInfo.processInfo.environment["DISPLAY"] != nil || ProcessInfo.processInfo.environment["WAYLAND_DISPLAY"] != nil
+
+    var options = CallRunner.Options(server: server, room: room, user: user, token: token)
+    if args.value("camera") != nil && args.value("video") != nil { throw UsageError("give --camera or --video, not both") }
+    options.video = args.value("camera") ?? args.value("video")
+    if let video = args.value("video"), !FileManager.default.isReadableFile(atPath: video) {
+        throw VeilError.invalidInput("cannot read \(video): no such file, or not readable")
+    }
+    switch args.value("audio-in") ?? (hasPulse ? "pulse" : "none") {
+    case "pulse": options.audioIn = .pulse(device: nil)
+    case "tone": options.audioIn = .testTone(frequency: 440)
+    case "none": options.audioIn = .silence
+    case let path:
+        guard FileManager.default.isReadableFile(atPath: path) else { throw VeilError.invalidInput("cannot read --audio-in \(path)") }
+        options.audioIn = .file(URL(fileURLWithPath: path))
+    }
+    switch args.value("audio-out") ?? (hasPulse ? "pulse" : "none") {
+    case "pulse": options.audioOut = .pulse(device: nil)
+    case "none": options.audioOut = .discard
+    case let path: options.audioOut = .file(URL(fileURLWithPath: path))
+    }
+    switch args.value("out") ?? (hasDisplay ? "window" : "none") {
+    case "window": options.output = .window
+    case "none": options.output = .none
+    case let path: options.output = .file(path)
+    }
+    options.style = try parseStyle(args.value("style"))
+    if args.value("background") != nil { options.backgrounds.insert(try parseBackground(args.value("background")), at: 0) }
+    options.size = try args.size("size", default: (640, 480))
+    if let duration = args.value("duration") {
+        guard let seconds = TimeInterval(duration), seconds > 0 else { throw UsageError("--duration must be a number of seconds") }
+        options.duration = seconds
+    }
+    options.json = args.flag("json")
+    options.quiet = args.flag("quiet")
+
+    let runner = CallRunner(options: options)
+    let keys = KeyReader { key in
+        switch key {
+        case "m": runner.apply(.toggleMute)
+        case "b": runner.apply(.cycleBackground)
+        case "p": runner.apply(.cycleLayout)
+        case "q": runner.apply(.leave)
+        default: break
+        }
+    }
+    defer { keys.stop() }
+    let signals = [SIGINT, SIGTERM].map { signal -> DispatchSourceSignal in
+        Glibc.signal(signal, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: signal)
+        source.setEventHandler { runner.apply(.leave) }
+        source.resume()
+        return source
+    }
+    defer { signals.forEach { $0.cancel() } }
+    let report = try runner.run()
+    if !options.json && !options.quiet {
+        Terminal.note("left \(room): \(report.framesRendered) frames shown, join \(report.joinMilliseconds.map { String(format: "%.0f ms", $0) } ?? "-")")
+    }
+}
+
+/// Single keys from a terminal in raw mode, on a thread of its own; restores the terminal on stop.
+final class KeyReader: @unchecked Sendable {
+    private var saved = termios()
+    private let active: Bool
+    private var thread: Thread?
+
+    init(_ handler: @escaping @Sendable (Character) -> Void) {
+        active = isatty(STDIN_FILENO) != 0
+        guard active else { return }
+        tcgetattr(STDIN_FILENO, &saved)
+        var raw = saved
+        raw.c_lflag &= ~tcflag_t(ICANON | ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &raw)
+        let thread = Thread {
+            var byte: UInt8 = 0
+            while read(STDIN_FILENO, &byte, 1) == 1 {
+                handler(Character(UnicodeScalar(byte)))
+                if byte == UInt8(ascii: "q") { break }
+            }
+        }
+        thread.name = "veil-keys"
+        thread.start()
+        self.thread = thread
+    }
+
+    func stop() {
+        if active { tcsetattr(STDIN_FILENO, TCSANOW, &saved) }
+    }
+}
