@@ -1,0 +1,98 @@
+import Foundation
+import VeilCore
+import VeilMedia
+import XCTest
+
+/// `veil serve`, `veil token` and two `veil call` processes: a real call between two programs.
+final class CallCommandTests: XCTestCase {
+    func testTwoCallsThroughAServer() throws {
+        let veil = try VeilCommandTests.veil
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-call-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        var environment = ProcessInfo.processInfo.environment
+        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
+        environment.removeValue(forKey: "DISPLAY")
+        environment.removeValue(forKey: "PULSE_SERVER")
+
+        func process(_ args: [String]) -> (Process, Pipe, Pipe) {
+            let p = Process()
+            p.executableURL = veil
+            p.arguments = args
+            p.currentDirectoryURL = work
+            p.environment = environment
+            let out = Pipe(), err = Pipe()
+            p.standardOutput = out; p.standardError = err
+            return (p, out, err)
+        }
+        func runToEnd(_ args: [String]) throws -> String {
+            let (p, out, _) = process(args)
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            XCTAssertEqual(p.terminationStatus, 0, "veil \(args.joined(separator: " "))")
+            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        // A clip to act as a camera.
+        _ = try runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
+
+        // The server on a free port; its URL is on stderr.
+        let (server, _, serverErr) = process(["serve", "--port", "0", "--secret-file", work.appendingPathComponent("secret").path])
+        try server.run()
+        defer { server.terminate(); server.waitUntilExit() }
+        var url: String?
+        let deadline = Date().addingTimeInterval(10)
+        var log = ""
+        while url == nil, Date() < deadline {
+            let chunk = serverErr.fileHandleForReading.availableData
+            log += String(decoding: chunk, as: UTF8.self)
+            url = log.split(separator: " ").first { $0.hasPrefix("ws://") }.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ";,\n")) }
+        }
+        let server_url = try XCTUnwrap(url, "no URL from veil serve: \(log)")
+
+        let secret = work.appendingPathComponent("secret").path
+        let tokens = try ["alice", "bob"].map { try runToEnd(["token", "--room", "r1", "--user", $0, "--ttl", "5m", "--secret-file", secret]) }
+        XCTAssertTrue(tokens.allSatisfy { $0.hasPrefix("v1.") })
+
+        let calls = [("alice", tokens[0], "tone"), ("bob", tokens[1], "none")].map { user, token, audio in
+            process(["call", "--server", server_url, "--room", "r1", "--user", user, "--token", token, "--video", "face.mp4",
+                     "--audio-in", audio, "--out", "\(user).mp4", "--duration", "6", "--json"])
+        }
+        try calls[0].0.run()
+        Thread.sleep(forTimeInterval: 0.5)
+        try calls[1].0.run()
+        var outputs: [String] = []
+        for (p, out, err) in calls {
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            let errText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            XCTAssertEqual(p.terminationStatus, 0, errText)
+            outputs.append(String(decoding: data, as: UTF8.self))
+        }
+        // Events as JSON lines: joined, the other participant, statistics with a candidate pair and RTT.
+        let aliceEvents = outputs[0].split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        XCTAssertTrue(aliceEvents.contains { $0["event"] as? String == "joined" })
+        XCTAssertTrue(aliceEvents.contains { $0["event"] as? String == "participantJoined" && $0["user"] as? String == "bob" })
+        let stats = aliceEvents.filter { $0["event"] as? String == "statistics" }.compactMap { ($0["peers"] as? [[String: Any]])?.first }
+        XCTAssertTrue(stats.contains { $0["rttMillis"] != nil && ($0["local"] as? String)?.contains(":") == true },
+                      "no statistics with RTT and addresses: \(stats)")
+        XCTAssertTrue(stats.contains { (($0["expressionFramesPerSecond"] as? Double) ?? 0) > 10 })
+
+        // Bob's recording holds what he saw and heard: video, and alice's tone.
+        let bobVideo = try VideoSource(file: work.appendingPathComponent("bob.mp4"))
+        var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
+        var frames = 0
+        while try bobVideo.read(into: &frame) { frames += 1 }
+        XCTAssertGreaterThan(frames, 120)
+        let audio = try AudioSource(file: work.appendingPathComponent("bob.mp4"))
+        var chunk: [Int16] = []
+        var energy = 0.0, count = 0
+        while try audio.read(into: &chunk) != nil {
+            for s in chunk { energy += Double(s) * Double(s) }
+            count += chunk.count
+        }
+        let rms = (energy / Double(max(count, 1))).squareRoot() / 32768
+        XCTAssertGreaterThan(rms, 0.02, "bob's recording should carry alice's voice")
+    }
+}
