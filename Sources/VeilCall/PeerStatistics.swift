@@ -120,6 +120,10 @@ public struct PeerStatistics: Sendable, Equatable {
     public var audioPacketsReceivedPerSecond = 0.0
     /// The expression channel's traffic.
     public var expression = ExpressionChannelStatistics()
+    /// The media kind of every outbound RTP stream ("audio"; never "video").
+    public var outboundStreamKinds: [String] = []
+    /// Bytes sent on outbound RTP streams that are not audio (0: no picture leaves).
+    public var nonAudioBytesSent = 0
     /// `NetworkQuality.assess` of the round-trip time and the worse of the two loss fractions.
     public var quality: NetworkQuality = .down
 
@@ -180,6 +184,14 @@ extension PeerStatistics {
 
         func total(_ entries: [StatsEntry], _ type: String, _ key: String) -> Int {
             entries.filter { $0.type == type }.reduce(0) { $0 + ($1.int(key) ?? 0) }
+        }
+        // Media kinds of what is sent, from each outbound stream's codec (e.g. "audio/OPUS"):
+        // the evidence that no camera picture leaves, taken from the transport's own counters.
+        for stream in current.entries where stream.type == "outbound-rtp" {
+            let mime = byID[stream.string("codec-id") ?? ""]?.string("mime-type") ?? stream.string("kind") ?? "unknown"
+            let kind = String(mime.lowercased().split(separator: "/").first ?? "unknown")
+            outboundStreamKinds.append(kind)
+            if kind != "audio" { nonAudioBytesSent += stream.int("bytes-sent") ?? 0 }
         }
         audioPacketsSent = total(current.entries, "outbound-rtp", "packets-sent")
         audioBytesSent = total(current.entries, "outbound-rtp", "bytes-sent")

@@ -50,6 +50,10 @@ final class CallRunner: @unchecked Sendable {
         var events: [String] = []
         var candidatePair: String?
         var quality: String?
+        var outboundStreamKinds: [String] = []
+        var nonAudioBytesSent = 0
+        var audioBytesSent = 0
+        var expressionBytesSent = 0
     }
 
     let options: Options
@@ -103,6 +107,10 @@ final class CallRunner: @unchecked Sendable {
                         r.largestExpressionPayload = max(r.largestExpressionPayload, peer.expression.largestPayloadReceived)
                         r.candidatePair = peer.candidatePair.map { "\($0.local) ↔ \($0.remote)" }
                         r.quality = s.quality.description
+                        r.outboundStreamKinds = peer.outboundStreamKinds
+                        r.nonAudioBytesSent = peer.nonAudioBytesSent
+                        r.audioBytesSent = peer.audioBytesSent
+                        r.expressionBytesSent = peer.expression.bytesSent
                     }
                 }
                 if case .connection(.failed) = event { failed.withLock { $0 = "the call failed" } }
@@ -196,9 +204,13 @@ final class CallRunner: @unchecked Sendable {
             var lipSync: [Double] = []
             for user in remotes {
                 guard let playout = session.playout(for: user, at: now) else { continue }
-                if playout.source == .frame || playout.source == .interpolated, let source = playout.sourceTimeMicros,
-                   !session.isMuted(user) {
-                    lipSync.append(Double(LipSync.audioLeadMicros(audioMediaTimeMicros: playout.mediaTimeMicros, sourceTimeMicros: source)) / 1000)
+                // Lip-sync: the audio being played (sender media time, through the RTCP-derived
+                // playout mapping) against the capture time of the received frame that weighs most
+                // in the picture drawn (interpolation itself would always read 0).
+                if playout.source == .frame || playout.source == .interpolated, !session.isMuted(user),
+                   let used = [playout.earlier, playout.later].compactMap({ $0 }).max(by: { $0.weight < $1.weight }) {
+                    lipSync.append(Double(LipSync.audioLeadMicros(audioMediaTimeMicros: playout.mediaTimeMicros,
+                                                                  sourceTimeMicros: used.captureTimeMicros)) / 1000)
                 }
                 views.append(CompositorView(expression: playout.expression, label: session.isMuted(user) ? "\(user) (muted)" : user,
                                             style: options.style, background: background))

@@ -6,9 +6,21 @@ import VeilRender
 import VeilSynth
 
 let demoCommand = Command(name: "demo", help: """
-USAGE: veil demo [--out DIR] [--photo PHOTO]
+USAGE: veil demo [--out DIR] [--seconds S]
+       veil demo --offline [--out DIR] [--photo PHOTO]
 
-Runs Veil's offline pipeline end to end on a built-in photo: makes a 9-second talking-face clip from
+Without --offline (what `make demo` runs): a real call on this machine. An embedded room server
+starts on a free local port; two participants, alice and bob, join one room over WebRTC, each fed
+by a talking-face clip made from a different photo and by speech from espeak-ng. About 10 s,
+including a mute toggle and a background switch. Writes to DIR (default out/):
+
+  alice.mp4, bob.mp4   what each participant saw and heard
+  report.json          join time, RTT, loss, expression and audio traffic, lip-sync offsets
+  *-camera.mp4         the clips that stood in for the cameras (they never left their sender)
+
+and prints a table of the figures.
+
+With --offline: Veil's offline pipeline end to end on a built-in photo: makes a 9-second talking-face clip from
 it (jaw, blinks, smiles, brow raises, a head turn), tracks it, sends every frame through the wire
 format, and renders the avatar from the decoded bytes alone. Writes to DIR (default out/):
 
@@ -26,8 +38,13 @@ OPTIONS:
 """, run: runDemo)
 
 func runDemo(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "photo"], booleans: ["quiet"])
+    let args = try Arguments(argv, valued: ["out", "photo", "seconds"], booleans: ["quiet", "offline"])
     guard args.positionals.isEmpty else { throw UsageError("demo takes no positional arguments") }
+    if !args.flag("offline") {
+        try runCallDemo(out: URL(fileURLWithPath: args.value("out") ?? "out", isDirectory: true),
+                        seconds: TimeInterval(args.value("seconds") ?? "10") ?? 10, quiet: args.flag("quiet"))
+        return
+    }
     let out = URL(fileURLWithPath: args.value("out") ?? "out", isDirectory: true)
     let photo = try args.value("photo") ?? VeilResources.file("photos", "astronaut.png").path
     let quiet = args.flag("quiet")

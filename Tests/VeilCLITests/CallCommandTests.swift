@@ -96,3 +96,36 @@ final class CallCommandTests: XCTestCase {
         XCTAssertGreaterThan(rms, 0.02, "bob's recording should carry alice's voice")
     }
 }
+
+/// `veil demo` (what `make demo` runs): a short call between two built-in participants.
+final class DemoCommandTests: XCTestCase {
+    func testShortDemoCall() throws {
+        let veil = try VeilCommandTests.veil
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-demo-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let p = Process()
+        p.executableURL = veil
+        p.arguments = ["demo", "--out", work.path, "--seconds", "5", "--quiet"]
+        var environment = ProcessInfo.processInfo.environment
+        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
+        p.environment = environment
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0, text)
+        XCTAssertTrue(text.contains("camera pixels sent (non-audio B)  0 "), text)
+        XCTAssertTrue(text.contains("outbound RTP streams              audio"), text)
+        let report = try JSONSerialization.jsonObject(with: Data(contentsOf: work.appendingPathComponent("report.json"))) as? [String: Any]
+        let alice = try XCTUnwrap(report?["alice"] as? [String: Any])
+        XCTAssertNotNil(alice["joinMilliseconds"])
+        let offsets = try XCTUnwrap(alice["lipSyncOffsetsMillis"] as? [Double])
+        XCTAssertFalse(offsets.isEmpty)
+        let inside = offsets.filter { $0 <= 45 && $0 >= -125 }.count
+        XCTAssertGreaterThanOrEqual(Double(inside) / Double(offsets.count), 0.95, "lip-sync outside +45/−125 ms too often")
+        for user in ["alice", "bob"] {
+            XCTAssertTrue(FileManager.default.fileExists(atPath: work.appendingPathComponent("\(user).mp4").path))
+        }
+    }
+}
