@@ -341,7 +341,6 @@ public final class CallSession: @unchecked Sendable {
         }
         if let old { Task { await old.close() } }
         if muted { peer.setMuted(true) }
-        let me = configuration.user
         Task { [weak self] in
             for await signal in peer.signaling {
                 guard let self else { return }
@@ -356,7 +355,6 @@ public final class CallSession: @unchecked Sendable {
                                                                                 candidate: candidate.candidate)))
                 }
             }
-            _ = me
         }
         Task { [weak self] in
             for await received in peer.expressionFrames {

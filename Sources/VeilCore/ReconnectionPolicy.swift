@@ -89,7 +89,7 @@ public struct ReconnectionPolicy: Sendable {
     public private(set) var state: State = .idle
     /// Retries scheduled since the last stable connection (the exponent of the next ceiling).
     public private(set) var retries = 0
-    private var random: SplitMix64Generator
+    private var random: SplitMix64
 
     /// A policy in state `idle`. `seed` fixes the jitter's random sequence (tests pass one; the
     /// default draws it from the system generator).
@@ -100,7 +100,7 @@ public struct ReconnectionPolicy: Sendable {
         c.minimumDelayMicros = min(c.minimumDelayMicros, c.maximumDelayMicros)
         c.maximumAttempts = c.maximumAttempts.map { max(0, $0) }
         self.configuration = c
-        random = SplitMix64Generator(seed: seed)
+        random = SplitMix64(seed: seed)
     }
 
     /// The ceiling of the delay before retry number `retry` (0-based): `initialDelay × 2^retry`,
@@ -349,18 +349,5 @@ private extension UInt64 {
     func addingSaturating(_ other: UInt64) -> UInt64 {
         let (sum, overflow) = addingReportingOverflow(other)
         return overflow ? .max : sum
-    }
-}
-
-/// SplitMix64 (Steele, Lea & Flood): small, seedable, good enough for jitter.
-private struct SplitMix64Generator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

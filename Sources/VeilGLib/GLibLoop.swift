@@ -24,12 +24,15 @@ public final class GLibLoop: @unchecked Sendable {
         let started = self.started, finished = self.finished
         thread = Thread {
             g_main_context_push_thread_default(context)
-            // Signal from inside the running loop, so that a `stop()` right after `init` is seen.
+            // Signal from inside the running loop (an idle source is only dispatched by it).
+            let idle = g_idle_source_new()
             let box = Unmanaged.passRetained(CallbackBox { started.signal() }).toOpaque()
-            g_main_context_invoke_full(context, G_PRIORITY_HIGH, { data in
+            g_source_set_callback(idle, { data in
                 Unmanaged<CallbackBox>.fromOpaque(data!).takeUnretainedValue().body()
                 return 0
             }, box, { data in Unmanaged<CallbackBox>.fromOpaque(data!).release() })
+            g_source_attach(idle, context)
+            g_source_unref(idle)
             g_main_loop_run(loop)
             g_main_context_pop_thread_default(context)
             finished.signal()
@@ -53,9 +56,14 @@ public final class GLibLoop: @unchecked Sendable {
             return !wasStopped
         }
         guard first else { return }
-        g_main_loop_quit(loop)
-        g_main_context_wakeup(context)
-        if !isCurrent { _ = finished.wait(timeout: .now() + 5) }
+        if isCurrent {
+            g_main_loop_quit(loop)
+            return
+        }
+        // Quit from inside the loop: a quit that lands before g_main_loop_run starts is lost.
+        let loop = UncheckedLoop(loop: self.loop)
+        perform { g_main_loop_quit(loop.loop) }
+        _ = finished.wait(timeout: .now() + 5)
     }
 
     /// Whether the caller runs on this loop's thread.
@@ -116,6 +124,9 @@ public final class GLibTimer: @unchecked Sendable {
     deinit { g_source_unref(source) }
     public func cancel() { g_source_destroy(source) }
 }
+
+/// The GMainLoop handed to a callback on its own thread.
+private struct UncheckedLoop: @unchecked Sendable { let loop: OpaquePointer }
 
 private final class CallbackBox {
     let body: @Sendable () -> Void

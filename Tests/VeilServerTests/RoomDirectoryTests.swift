@@ -463,16 +463,10 @@ final class RoomDirectoryTests: XCTestCase {
     }
 }
 
-/// A small deterministic generator for the random walks.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func nextUInt64() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func next(below n: Int) -> Int { Int(nextUInt64() % UInt64(n)) }
+/// The random walks' generator: VeilCore's SplitMix64, drawing the same numbers as before.
+typealias SplitMix = SplitMix64
+
+extension SplitMix64 {
+    mutating func nextUInt64() -> UInt64 { next() }
+    mutating func next(below n: Int) -> Int { Int(next() % UInt64(n)) }
 }
