@@ -79,140 +79,42 @@ public final class AudioSource: @unchecked Sendable {
 }
 
 /// Owns the decoding pipeline: filesrc → decodebin → audioconvert → audioresample → fixed-size
-/// chunks (audiobuffersplit) → appsink. Waits on the bus like `PipelineReader`.
+/// chunks (audiobuffersplit) → appsink, read through an `AppSinkReader` like `PipelineReader`'s.
 private final class AudioReader {
-    private let pipeline: MediaPipeline
-    private let sink: UnsafeMutablePointer<GstElement>
-    private let name: String
-    private let timeout: Double
+    private let reader: AppSinkReader
     private(set) var durationSeconds: Double?
-    private var endOfStream = false
-    private var failure: MediaError?
-    private var chunksRead = 0
 
     init(file: URL, name: String, sampleRate: Int, channels: Int, chunkDuration: Double, timeout: Double) throws {
-        self.name = name
-        self.timeout = timeout
         // Stereo is front left and right: without a mask audioconvert would mix both into each.
         let caps = "audio/x-raw,format=S16LE,layout=interleaved,rate=(int)\(sampleRate),channels=(int)\(channels)"
             + (channels == 2 ? ",channel-mask=(bitmask)0x3" : "")
         let (numerator, denominator) = GStreamer.fraction(chunkDuration)
-        pipeline = try MediaPipeline(description: """
+        let pipeline = try MediaPipeline(description: """
             filesrc name=src ! decodebin ! audioconvert name=convert ! audioresample ! \(caps) \
             ! audiobuffersplit output-buffer-duration=\(numerator)/\(denominator) \
             ! appsink name=sink sync=false max-buffers=16 caps="\(caps)"
             """)
         try GStreamer.setString(pipeline.element(named: "src"), "location", file.path)
-        sink = try pipeline.element(named: "sink")
-        MediaPipeline.postWakeUps(fromAppSink: sink)
-        try start()
-    }
-
-    private var appSink: UnsafeMutablePointer<GstAppSink> {
-        UnsafeMutableRawPointer(sink).assumingMemoryBound(to: GstAppSink.self)
-    }
-
-    /// Prerolls (the first chunk is decoded), learns the duration, and starts playing.
-    private func start() throws {
-        switch pipeline.setState(GST_STATE_PAUSED) {
-        case GST_STATE_CHANGE_FAILURE:
-            throw startFailure()
-        case GST_STATE_CHANGE_ASYNC:
-            waiting: while true {
-                guard let event = pipeline.next(GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_ASYNC_DONE | GST_MESSAGE_EOS,
-                                                timeout: timeout) else {
-                    throw MediaError(.timedOut, "\(name) did not start within \(Int(timeout)) s; check that the file is readable media")
-                }
-                switch event {
-                case .error(let failure): throw mediaError(failure)
-                // A file without sound: decodebin leaves its video unlinked, and with a demuxer's
-                // queues nothing fails, the preroll just never ends.
-                case .warning(let failure) where failure.isUnresolvedLink: throw noAudio()
-                case .endOfStream: throw noAudio()
-                case .asyncDone: break waiting
-                case .warning, .wakeUp, .other: continue
-                }
-            }
-        default:
-            break
-        }
+        let noAudio = MediaError(.unsupportedInput, "\(name) is empty: the file holds no audio stream; give a file with sound")
+        let wording = AppSinkReader.Wording(name: name, missingKind: .notFound, missingAdvice: "check that the file exists and is readable",
+                                            prerollAdvice: "check that the file is readable media",
+                                            startAdvice: "check the file and the GStreamer installation",
+                                            undecodable: "cannot be decoded", missingStream: noAudio,
+                                            input: "file", sample: "audio", samples: "chunks")
+        reader = try AppSinkReader(pipeline: pipeline, wording: wording, timeout: timeout)
+        // Preroll (the first chunk is decoded), learn the duration, and start playing.
+        try reader.preroll()
         if let nanoseconds = pipeline.durationNanoseconds() { durationSeconds = Double(nanoseconds) / 1e9 }
-        guard pipeline.setState(GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE else { throw startFailure() }
-    }
-
-    private func startFailure() -> MediaError {
-        if case .error(let failure)? = pipeline.next(GST_MESSAGE_ERROR, timeout: 1) { return mediaError(failure) }
-        return MediaError(.streamFailed, "\(name) could not be started by GStreamer; check the file and the GStreamer installation")
-    }
-
-    private func noAudio() -> MediaError {
-        MediaError(.unsupportedInput, "\(name) is empty: the file holds no audio stream; give a file with sound")
-    }
-
-    private func mediaError(_ failure: GStreamerFailure) -> MediaError {
-        if failure.isResourceMissing {
-            return failure.mediaError(.notFound, "cannot open \(name)", advice: "check that the file exists and is readable")
-        }
-        if failure.isUnsupportedInput {
-            return failure.mediaError(.unsupportedInput, "\(name) cannot be decoded",
-                                      advice: "check the file, or install the GStreamer plugin for its format (gstreamer1.0-libav, gstreamer1.0-plugins-good/bad/ugly)")
-        }
-        if failure.domain == .stream, pipeline.hasUnlinkedInput(element: "convert") {
-            // decodebin found streams but none was audio, so nothing reached the converter.
-            return noAudio()
-        }
-        return failure.mediaError(.streamFailed, "reading \(name) failed", advice: "check the file; GStreamer's debug output (GST_DEBUG=3) has details")
+        try reader.play()
     }
 
     func read(into samples: inout [Int16]) throws -> UInt64? {
-        if let failure { throw failure }
-        while true {
-            if let sample = gst_app_sink_try_pull_sample(appSink, 0) {
-                defer { gst_sample_unref(sample) }
-                let timestamp: UInt64
-                do {
-                    timestamp = try copy(sample, into: &samples)
-                } catch let error as MediaError {
-                    failure = error
-                    throw error
-                }
-                chunksRead += 1
-                drainBus()
-                return timestamp
-            }
-            if endOfStream { return nil }
-            guard let event = pipeline.next(GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_APPLICATION, timeout: timeout) else {
-                let error = MediaError(.timedOut, "\(name) delivered no audio within \(Int(timeout)) s after \(chunksRead) chunks; check the file")
-                failure = error
-                throw error
-            }
-            try handle(event)
-        }
-    }
-
-    /// Takes what is on the bus without waiting: wake-ups are dropped, an end or error is recorded.
-    private func drainBus() {
-        while failure == nil, let event = pipeline.next(GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_APPLICATION, timeout: 0) {
-            // An error found here is thrown by the next `read`.
-            try? handle(event)
-        }
-    }
-
-    private func handle(_ event: BusEvent) throws {
-        switch event {
-        case .error(let gstFailure):
-            let error = mediaError(gstFailure)
-            failure = error
-            throw error
-        case .endOfStream:
-            endOfStream = true
-        case .wakeUp, .asyncDone, .warning, .other:
-            break
-        }
+        try reader.pull { try copy($0, into: &samples) }
     }
 
     /// Copies the sample's S16LE data into `samples`; returns its stream time in microseconds.
     private func copy(_ sample: OpaquePointer, into samples: inout [Int16]) throws -> UInt64 {
+        let name = reader.wording.name
         guard let buffer = gst_sample_get_buffer(sample) else {
             throw MediaError(.streamFailed, "\(name) delivered a chunk without data; check the file")
         }
@@ -232,13 +134,6 @@ private final class AudioReader {
             samples.append(contentsOf: values.lazy.map { Int16(littleEndian: $0) })
             #endif
         }
-        let pts = buffer.pointee.pts
-        guard pts != GstClockTime.max else { return 0 }  // max is GST_CLOCK_TIME_NONE
-        var time = pts
-        if let segment = gst_sample_get_segment(sample) {
-            let streamTime = gst_segment_to_stream_time(segment, GST_FORMAT_TIME, pts)
-            if streamTime != GstClockTime.max { time = streamTime }
-        }
-        return UInt64(time / 1000)
+        return AppSinkReader.streamTimeMicros(sample, buffer) ?? 0
     }
 }
