@@ -20,16 +20,20 @@ struct Stats: Codable {
             mean = 0; p50 = 0; p95 = 0; min = 0; max = 0
             return
         }
-        func percentile(_ p: Double) -> Double {
-            let position = p / 100 * Double(sorted.count - 1)
-            let lower = Int(position.rounded(.down)), upper = Swift.min(lower + 1, sorted.count - 1)
-            return sorted[lower] + (sorted[upper] - sorted[lower]) * (position - Double(lower))
-        }
+        func percentile(_ p: Double) -> Double { Stats.percentile(p, ofSorted: sorted) }
         mean = BenchReport.rounded(sorted.reduce(0, +) / Double(sorted.count))
         p50 = BenchReport.rounded(percentile(50))
         p95 = BenchReport.rounded(percentile(95))
         min = BenchReport.rounded(first)
         max = BenchReport.rounded(last)
+    }
+
+    /// The `p`th percentile (0…100) of ascending `sorted` values, interpolated; 0 when empty.
+    static func percentile(_ p: Double, ofSorted sorted: [Double]) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        let position = Swift.min(Swift.max(p, 0), 100) / 100 * Double(sorted.count - 1)
+        let lower = Int(position.rounded(.down)), upper = Swift.min(lower + 1, sorted.count - 1)
+        return sorted[lower] + (sorted[upper] - sorted[lower]) * (position - Double(lower))
     }
 }
 
@@ -52,6 +56,9 @@ struct BenchReport: Codable {
     var backgroundMilliseconds = Stats([])
     var wire = Wire([], framesPerSecond: 30)
     var videoRead: VideoRead?
+    /// The local two-person call; nil with --no-call or when it could not run (`callSkipped` says why).
+    var call: Call?
+    var callSkipped: String?
 
     /// Frame in → wire bytes out, milliseconds per frame over every measured frame.
     struct Tracking: Codable {
@@ -139,6 +146,108 @@ struct BenchReport: Codable {
         }
     }
 
+    /// A real two-person call in this process (`CallBenchmark`): join time, capture → remote
+    /// render latency and its stages, bytes on the wire, lip-sync. Times in milliseconds.
+    struct Call: Codable {
+        /// One join of bob into the room where alice waits, from `CallSession.start()`.
+        struct Join: Codable {
+            /// The server's `joined` (WebSocket, token check, room membership).
+            var joinedMilliseconds: Double
+            /// The peer connection to alice `connected` (offer/answer, ICE, DTLS).
+            var connectedMilliseconds: Double
+            /// Alice's first `ExpressionFrame` received (SCTP association and data channel open).
+            var firstExpressionMilliseconds: Double
+            /// Alice's voice: the first decoded audio buffer reaching the (clock-synced) sink.
+            var firstVoiceMilliseconds: Double?
+        }
+
+        /// One direction of the call.
+        struct Direction: Codable {
+            var from: String
+            var to: String
+            /// Seconds of statistics the rates are taken over.
+            var statisticsSeconds = 0.0
+            /// Expression payload bytes per second (data-channel message bodies).
+            var expressionBytesPerSecond = 0.0
+            var expressionFramesPerSecond = 0.0
+            /// Audio bytes per second as webrtcbin counts them for the outbound RTP stream.
+            var audioBytesPerSecond = 0.0
+            /// Frames the sender dropped (channel congested or closed) during the window.
+            var framesDropped = 0
+            /// Frames the receiver's jitter buffer dropped as too late during the window.
+            var lateDropped = 0
+            /// The receiver's expression buffer: the adaptive delay it would apply on its own
+            /// (without a voice to follow) at the end of the window.
+            var bufferTargetDelayMilliseconds: Double?
+            var roundTripMilliseconds: Double?
+            /// Capture → remote render of this direction's frames.
+            var endToEnd = Stats([])
+        }
+
+        var voice: String
+        var framesPerSecond: Double
+        var warmUpSeconds: Double
+        var measuredSeconds: Double
+        /// Alice joining the empty room: start → `joined`.
+        var aliceJoinedMilliseconds: Double
+        var joinSamples: [Join]
+        var joined: Stats
+        var connected: Stats
+        var firstExpression: Stats
+        var firstVoice: Stats
+        /// Frames captured in the measured window (both directions), those that arrived, and those
+        /// that were the dominant frame of at least one picture drawn.
+        var framesCaptured = 0
+        var framesArrived = 0
+        var framesShown = 0
+        /// Capture → the first picture in which the frame weighs most is drawn and copied out.
+        var endToEnd = Stats([])
+        /// `ExpressionCapture.process`: face tracking and the expression estimator.
+        var tracking = Stats([])
+        /// `ExpressionFrame.encoded()`.
+        var encoding = Stats([])
+        /// `CallSession.send` → arrival on the other side (loop hop, SCTP/DTLS/UDP within this machine).
+        var network = Stats([])
+        /// Arrival → the render tick that first draws a picture in which the frame weighs most.
+        var jitterBuffer = Stats([])
+        /// That tick: playout, compositor (remote avatar + own inset) drawn with Cairo, copied out.
+        var render = Stats([])
+        /// Every render tick in the window, whatever it showed.
+        var renderTick = Stats([])
+        /// Voice capture → playout: when a decoded buffer reached the (clock-synced) audio sink
+        /// minus when the sender captured it.
+        var voiceMouthToEar = Stats([])
+        /// When a buffer reached the sink minus the playout time `ReceivedAudio` announced for it:
+        /// near 0 when the timing the avatar follows is the one heard.
+        var voicePlayedAfterAnnounced = Stats([])
+        /// Audio lead (ms) of every `.frame`/`.interpolated` picture, as `veil call` measures it.
+        var lipSyncAudioLead = Stats([])
+        /// Its 5th percentile.
+        var lipSyncAudioLeadP5 = 0.0
+        /// Share (0…1) of those inside +45/−125 ms.
+        var lipSyncInside = 0.0
+        /// How the pictures in the window were made (`Playout.Source`), counted.
+        var playoutSources: [String: Int] = [:]
+        var directions: [Direction] = []
+        var candidatePair: String?
+        /// Wall time of the whole call part, speech synthesis and joins included.
+        var wallSeconds = 0.0
+
+        init(voice: String, framesPerSecond: Double, warmUpSeconds: Double, measuredSeconds: Double,
+             aliceJoinedMilliseconds: Double, joinSamples: [Join]) {
+            self.voice = voice
+            self.framesPerSecond = framesPerSecond
+            self.warmUpSeconds = warmUpSeconds
+            self.measuredSeconds = measuredSeconds
+            self.aliceJoinedMilliseconds = aliceJoinedMilliseconds
+            self.joinSamples = joinSamples
+            joined = Stats(joinSamples.map(\.joinedMilliseconds))
+            connected = Stats(joinSamples.map(\.connectedMilliseconds))
+            firstExpression = Stats(joinSamples.map(\.firstExpressionMilliseconds))
+            firstVoice = Stats(joinSamples.compactMap(\.firstVoiceMilliseconds))
+        }
+    }
+
     /// Reading the synthetic clip back from an H.264 MP4.
     struct VideoRead: Codable {
         var frames: Int
@@ -195,7 +304,9 @@ struct BenchReport: Codable {
         lines.append("")
         let renderHeadline = rendering.map { "\($0.style) \(ms($0.milliseconds.p50)) ms" }.joined(separator: " · ")
         lines.append("**Medians:** tracking \(ms(t.total.p50)) ms/frame (aim ≤ 5 ms), \(percent(t.trackedFrames, t.frames)) of frames "
-                     + "tracked · drawing \(renderHeadline) (aim ≤ 2 ms) · \(String(format: "%g", wire.bytes.p50)) B/frame on the wire")
+                     + "tracked · drawing \(renderHeadline) (aim ≤ 2 ms) · \(String(format: "%g", wire.bytes.p50)) B/frame on the wire"
+                     + (call.map { " · call: capture → remote render \(String(format: "%.0f", $0.endToEnd.p50)) ms, join "
+                                   + "\(String(format: "%.0f", $0.firstExpression.p50)) ms to the first expression" } ?? ""))
         lines.append("")
         lines.append("## Tracking: 640×480 frame → wire bytes, one core")
         lines.append("")
@@ -257,7 +368,108 @@ struct BenchReport: Codable {
                          + "\(ms(v.perFrameMilliseconds.mean))) over \(v.frames) frames, after \(ms(v.openToFirstFrameMilliseconds)) ms "
                          + "from opening to the first frame.")
         }
+        if let c = call {
+            lines.append("")
+            lines.append(contentsOf: c.markdown(width: width, height: height))
+        } else if let reason = callSkipped {
+            lines.append("")
+            lines.append("## Call")
+            lines.append("")
+            lines.append("Not measured: \(reason).")
+        }
         return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+extension BenchReport.Call {
+    /// The call section of the Markdown report.
+    func markdown(width: Int, height: Int) -> [String] {
+        func ms(_ v: Double) -> String { String(format: "%.2f", v) }
+        func ms0(_ v: Double) -> String { String(format: "%.0f", v) }
+        func row(_ name: String, _ s: Stats, bold: Bool = false) -> String {
+            bold ? "| **\(name)** | **\(ms(s.p50))** | \(ms(s.p95)) | \(ms(s.mean)) |"
+                 : "| \(name) | \(ms(s.p50)) | \(ms(s.p95)) | \(ms(s.mean)) |"
+        }
+        func joinRow(_ name: String, _ s: Stats) -> String {
+            s.count == 0 ? "| \(name) | - | - | - |" : "| \(name) | \(ms0(s.p50)) | \(ms0(s.min)) | \(ms0(s.max)) |"
+        }
+        var lines: [String] = []
+        lines.append("## Call: alice and bob on one machine, one process")
+        lines.append("")
+        lines.append("A real call through the embedded room server (port 0) and WebRTC (webrtcbin: Opus voice and the expression data "
+                     + "channel) between host candidates of this machine. Each side films its synthetic clip at \(String(format: "%g", framesPerSecond)) fps in real "
+                     + "time (tracked as it goes, threads not pinned), speaks with \(voice), and draws the other's avatar at "
+                     + "\(String(format: "%g", framesPerSecond)) fps (mask, \(width)×\(height), picture-in-picture with its own inset). "
+                     + "Both sides read one monotonic clock, so one-way times are plain differences. Measured over "
+                     + "\(String(format: "%g", measuredSeconds)) s, both directions pooled, after the voices' RTCP timing arrived and "
+                     + "\(String(format: "%g", warmUpSeconds)) s to settle; \(String(format: "%.0f", wallSeconds)) s for the whole part.")
+        lines.append("")
+        lines.append("### Join")
+        lines.append("")
+        lines.append("| from `CallSession.start()` to | p50 ms | min ms | max ms |")
+        lines.append("|:--|--:|--:|--:|")
+        lines.append(joinRow("in the room (`joined`: WebSocket, token, membership)", joined))
+        lines.append(joinRow("**connected to alice** (offer/answer, ICE, DTLS)", connected))
+        lines.append(joinRow("**first expression frame** from alice (data channel open)", firstExpression))
+        lines.append(joinRow("first voice played (first decoded audio at the sink)", firstVoice))
+        lines.append("")
+        lines.append("Bob joined \(joinSamples.count) times into the room where alice waited, a fresh `CallSession` each time, leaving "
+                     + "in between. Alice, alone in the room, was in it after \(ms0(aliceJoinedMilliseconds)) ms.")
+        lines.append("")
+        lines.append("### Capture → remote render")
+        lines.append("")
+        lines.append("| stage | p50 ms | p95 ms | mean ms |")
+        lines.append("|:--|--:|--:|--:|")
+        lines.append(row("capture → remote render", endToEnd, bold: true))
+        lines.append(row("tracking (`ExpressionCapture.process`)", tracking))
+        lines.append(row("encoding (`encoded()`)", encoding))
+        lines.append(row("network (send → arrival, same machine)", network))
+        lines.append(row("jitter buffer (arrival → first picture the frame dominates)", jitterBuffer))
+        lines.append(row("render (playout, compositor with Cairo, copy out)", render))
+        lines.append("")
+        lines.append("Per frame, over the \(framesShown) frames drawn of \(framesCaptured) captured (\(framesArrived) arrived); the means "
+                     + "add up to the total, the percentiles need not. A frame is drawn at the first render tick whose picture it weighs "
+                     + "most in (`Playout.earlier`/`later`). Capture is the moment the frame is handed to tracking: a camera's own latency "
+                     + "(exposure, transfer, driver) comes on top.")
+        lines.append("")
+        lines.append("The jitter buffer is where the time goes, by design: the avatar is played out with the voice, and the voice took "
+                     + "\(ms0(voiceMouthToEar.p50)) ms p50 (p95 \(ms0(voiceMouthToEar.p95))) from capture to playout (20 ms Opus frames, "
+                     + "the 100 ms receive jitter buffer, decoder and sink; it reached the sink \(ms(voicePlayedAfterAnnounced.p50)) ms p50 "
+                     + "after the playout time the avatar is aligned to). A frame waits until the audio captured with it is heard, "
+                     + "minus what tracking and the network already took. Each render tick took \(ms(renderTick.p50)) ms p50 "
+                     + "(p95 \(ms(renderTick.p95))). Without a voice to follow, the buffers would play out after their own adaptive "
+                     + "delay, \(directions.compactMap(\.bufferTargetDelayMilliseconds).map(ms0).joined(separator: " / ")) ms here "
+                     + "(one frame interval plus arrival jitter, 40 ms at least). Where the receiver's 30 fps ticks fall between the sender's 30 fps captures is "
+                     + "arbitrary, so the total moves by up to a frame interval from run to run.")
+        lines.append("")
+        lines.append("### Bytes and lip-sync")
+        lines.append("")
+        lines.append("| direction | expression B/s | audio B/s | audio : expression | expression frames/s | dropped / late | capture → render p50 ms | RTT ms |")
+        lines.append("|:--|--:|--:|--:|--:|--:|--:|--:|")
+        for d in directions {
+            let ratio = d.expressionBytesPerSecond > 0 ? String(format: "%.1f : 1", d.audioBytesPerSecond / d.expressionBytesPerSecond) : "-"
+            lines.append("| \(d.from) → \(d.to) | **\(ms0(d.expressionBytesPerSecond))** | \(ms0(d.audioBytesPerSecond)) | \(ratio) | "
+                         + "\(String(format: "%.1f", d.expressionFramesPerSecond)) | \(d.framesDropped) / \(d.lateDropped) | "
+                         + "\(ms(d.endToEnd.p50)) | \(d.roundTripMilliseconds.map { String(format: "%.1f", $0) } ?? "-") |")
+        }
+        lines.append("")
+        let seconds = directions.map(\.statisticsSeconds).min() ?? 0
+        lines.append("From `PeerStatistics` over \(String(format: "%.0f", seconds)) s of the window. Expression bytes are data-channel "
+                     + "payloads (SCTP, DTLS, UDP and IP headers not counted); audio bytes are webrtcbin's count for the outbound Opus "
+                     + "RTP stream (32 kbit/s target, voice mode).")
+        lines.append("")
+        if lipSyncAudioLead.count > 0 {
+            lines.append("**Lip-sync** (audio lead: the voice heard minus the capture time of the frame that weighs most, over the "
+                         + "\(lipSyncAudioLead.count) `.frame`/`.interpolated` pictures): p5 / p50 / p95 "
+                         + "\(String(format: "%.1f / %.1f / %.1f", lipSyncAudioLeadP5, lipSyncAudioLead.p50, lipSyncAudioLead.p95)) ms; "
+                         + "\(String(format: "%.1f", lipSyncInside * 100)) % inside +45/−125 ms (ITU-R BT.1359).")
+        } else {
+            lines.append("**Lip-sync**: no picture was aligned with a voice (the voices' RTCP timing never arrived).")
+        }
+        let sources = playoutSources.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        lines.append("Pictures drawn in the window, by how they were made: \(sources).")
+        if let pair = candidatePair { lines.append("Selected ICE pair: \(pair).") }
+        return lines
     }
 }
 

@@ -19,6 +19,13 @@ frame takes on the wire. The input is the built-in 9 s talking clip, synthesised
 photos in Veil's cache (astronaut.png and takeo.ppm). Tracking and drawing run on one thread pinned
 to CPU 0, after a warm-up that is not counted. Medians are the headline; nothing passes or fails.
 
+Then a real call in this process: an embedded room server on a free port, alice and bob over
+WebRTC on this machine, each sending one of the clips tracked in real time at 30 fps with espeak-ng
+speech as the voice, and drawing the other at 30 fps. It measures join time (bob joins 5 times,
+3 with --quick), capture → remote render latency with its stages (tracking, encoding, network,
+jitter buffer, render), expression vs audio bytes per second and the lip-sync offset, over 20 s
+of call (5 s with --quick).
+
 Prints a Markdown report on stdout (progress on stderr) and writes it, and the same numbers as JSON
 with the date, machine, Swift version and git commit, to DIR/latest.md and DIR/latest.json.
 
@@ -28,11 +35,12 @@ OPTIONS:
   --frames N     Frames per clip, 20…270 (overrides --quick)
   --no-pin       Let the scheduler move the thread between cores
   --no-video     Skip timing the read-back of the clip from an H.264 MP4
+  --no-call      Skip the two-person call
   --quiet        No progress output (the report is still printed)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -43,6 +51,7 @@ func runBench(_ argv: [String]) throws {
     bench.quick = args.flag("quick")
     bench.pin = !args.flag("no-pin")
     bench.timeVideoRead = !args.flag("no-video")
+    bench.measureCall = !args.flag("no-call")
     bench.quiet = args.flag("quiet")
     let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
 
@@ -72,6 +81,7 @@ struct Benchmark {
     var quick = false
     var pin = true
     var timeVideoRead = true
+    var measureCall = true
     var quiet = false
 
     /// One synthetic clip, every frame in memory.
@@ -89,17 +99,40 @@ struct Benchmark {
         let clips = try photos.map { try synthesize($0, tracker: tracker) }
         if timeVideoRead, let first = clips.first { report.videoRead = try measureVideoRead(first) }
 
-        let affinity = pin ? CPUAffinity.pinToFirstCPU() : CPUAffinity.Outcome(pinned: false, detail: "--no-pin given", restore: nil)
-        defer { affinity.restore?() }
-        report.machine.pinnedToCPU0 = affinity.pinned
-        report.machine.pinning = affinity.detail
-        if !quiet { Terminal.note("bench: \(affinity.pinned ? "pinned to CPU 0" : "not pinned: \(affinity.detail)")") }
+        do {
+            let affinity = pin ? CPUAffinity.pinToFirstCPU() : CPUAffinity.Outcome(pinned: false, detail: "--no-pin given", restore: nil)
+            defer { affinity.restore?() }
+            report.machine.pinnedToCPU0 = affinity.pinned
+            report.machine.pinning = affinity.detail
+            if !quiet { Terminal.note("bench: \(affinity.pinned ? "pinned to CPU 0" : "not pinned: \(affinity.detail)")") }
 
-        let expressions = try measureTracking(clips, tracker: tracker, into: &report)
-        for (name, style) in [("mask", AvatarStyle.mask), ("sketch", AvatarStyle.sketch)] {
-            report.rendering.append(try measureRendering(expressions, style: style, name: name))
+            let expressions = try measureTracking(clips, tracker: tracker, into: &report)
+            for (name, style) in [("mask", AvatarStyle.mask), ("sketch", AvatarStyle.sketch)] {
+                report.rendering.append(try measureRendering(expressions, style: style, name: name))
+            }
+            report.backgroundMilliseconds = try measureBackground(frames: expressions.count)
         }
-        report.backgroundMilliseconds = try measureBackground(frames: expressions.count)
+
+        // The call runs unpinned (after the CPU set is restored): its threads, and GStreamer's,
+        // inherit the affinity of the thread that creates them.
+        if !measureCall {
+            report.callSkipped = "--no-call given"
+        } else if clips.count >= 2 {
+            var call = CallBenchmark()
+            call.joins = quick ? 3 : 5
+            call.measuredSeconds = quick ? 5 : 20
+            call.framesPerSecond = script.framesPerSecond
+            call.size = size
+            call.quiet = quiet
+            do {
+                report.call = try call.run(aliceClip: clips[0], bobClip: clips[1], tracker: tracker)
+            } catch {
+                report.callSkipped = "the call failed (\(error))"
+                Terminal.error("bench: \(report.callSkipped ?? "the call failed"); the other results are still written")
+            }
+        } else {
+            report.callSkipped = "it needs two clips"
+        }
         report.machine.loadAverageAtEnd = Machine.loadAverage()
         return report
     }
