@@ -65,3 +65,27 @@ public struct ReceivedAudio: Sendable {
         return (samples.reduce(0) { $0 + $1 * $1 } / Float(samples.count)).squareRoot()
     }
 }
+
+/// A sound-server sink the received voices can play on: one entry of
+/// `CallSession.audioOutputDevices()`, to pass to `setAudioOutputDevice(_:)` or
+/// `AudioOutput.pulse(device:)` by its `name`.
+public struct AudioDevice: Sendable, Hashable {
+    /// The sink's name on the sound server (what `pactl list short sinks` shows), e.g.
+    /// "alsa_output.pci-0000_00_1f.3.analog-stereo".
+    public var name: String
+    /// The name the sound server shows people, e.g. "Built-in Audio Analog Stereo".
+    public var description: String
+    /// Whether this is the server's default sink (where `.pulse(device: nil)` plays).
+    public var isDefault: Bool
+    /// What kind of device it is when the server knows (PulseAudio's `device.form_factor`:
+    /// "speaker", "headset", "headphone", "handset", "hands-free", "internal", …); nil otherwise.
+    public var formFactor: String?
+
+    /// A sink as the sound server describes it.
+    public init(name: String, description: String, isDefault: Bool, formFactor: String? = nil) {
+        self.name = name
+        self.description = description
+        self.isDefault = isDefault
+        self.formFactor = formFactor
+    }
+}

@@ -90,6 +90,8 @@ public final class CallSession: @unchecked Sendable {
         var connection: SignalingConnection?
         var remotes: [String: Remote] = [:]
         var muted = false
+        /// The sink chosen with `setAudioOutputDevice(_:)`, for every PulseAudio output from then on.
+        var outputDevice: String?
         var leaving = false
         var joined = false
         var policy: ReconnectionPolicy
@@ -164,6 +166,32 @@ public final class CallSession: @unchecked Sendable {
 
     /// Whether this side is muted.
     public var isMuted: Bool { state.withLock { $0.muted } }
+
+    /// The sound server's sinks the others' voices can play on, sorted by name; empty when no
+    /// sound server runs. Blocks for the few milliseconds it takes to ask the server: call it from a
+    /// thread of your own, not from async code on the cooperative pool.
+    public func audioOutputDevices() throws -> [AudioDevice] {
+        try PeerConnection.audioOutputDevices()
+    }
+
+    /// The sink chosen with `setAudioOutputDevice(_:)`; nil until one was chosen (the voices then
+    /// play where `Configuration.audioOutput` says).
+    public var audioOutputDevice: String? { state.withLock { $0.outputDevice } }
+
+    /// Moves every remote participant's voice to the sink `device` (a `name` from
+    /// `audioOutputDevices()`; nil for the server's default sink), now and for participants who
+    /// join later: the call's output switch. Only outputs that are `.pulse` move; file and
+    /// callback outputs stay as they are. Throws `PeerError` `.invalidArgument` for a sink the
+    /// server does not have, `.mediaFailed` when no sound server answers. Blocks like
+    /// `audioOutputDevices()`.
+    public func setAudioOutputDevice(_ device: String?) throws {
+        let sink = try PeerConnection.resolveSink(device, among: PeerConnection.audioOutputDevices())
+        let peers = state.withLock { s -> [PeerConnection] in
+            s.outputDevice = sink
+            return s.remotes.values.compactMap(\.peer)
+        }
+        for peer in peers { peer.applyAudioOutputDevice(sink) }
+    }
 
     /// Leaves the room: tells the server, closes every peer, stops reconnecting.
     public func leave() async {
@@ -324,9 +352,11 @@ public final class CallSession: @unchecked Sendable {
     @discardableResult
     private func createPeer(for user: String, role: PeerConnection.Role) -> PeerConnection? {
         let peer: PeerConnection
+        var output = configuration.audioOutput(user)
+        if case .pulse = output, let chosen = state.withLock({ $0.outputDevice }) { output = .pulse(device: chosen) }
         do {
             peer = try PeerConnection(loop: loop, role: role, audioSource: configuration.audioInput,
-                                      audioOutput: configuration.audioOutput(user), configuration: configuration.peer)
+                                      audioOutput: output, configuration: configuration.peer)
         } catch {
             eventSink.yield(.error(code: "media", message: "cannot start a connection to \(user): \(error)"))
             return nil

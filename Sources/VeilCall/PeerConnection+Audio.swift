@@ -38,13 +38,33 @@ extension PeerConnection {
         let element = asElement(UnsafeMutableRawPointer(bin))
         if first { configureReceive(bin: element, pad: pad) }
         gst_bin_add(asBin(graph.pipeline), element)
-        gst_element_sync_state_with_parent(element)
-        if let sink = gst_element_get_static_pad(element, "sink") {
+        var branch = element
+        if gst_element_sync_state_with_parent(element) == 0, let fallback = discardingBranch() {
+            // The output could not start (no sound server, an unwritable file); its bus error is
+            // reported as a non-fatal failure. A branch left stopped would answer FLUSHING and
+            // stop the bundled transport, and the data channel with it: drop the audio instead.
+            // The failed bin stays `receiveBin`, so that its error is recognised as the output's.
+            gst_element_set_locked_state(element, 1)
+            gst_element_set_state(element, GST_STATE_NULL)
+            gst_bin_remove(asBin(graph.pipeline), element)
+            gst_bin_add(asBin(graph.pipeline), fallback)
+            gst_element_sync_state_with_parent(fallback)
+            branch = fallback
+        }
+        if let sink = gst_element_get_static_pad(branch, "sink") {
             if gst_pad_link(pad, sink) != GST_PAD_LINK_OK {
                 fail(PeerError(.mediaFailed, "the remote audio could not be linked to its decoder"), fatal: false)
             }
             gst_object_unref(gpointerOf(sink))
         }
+    }
+
+    /// A sink that drops what it gets (floating reference, for `gst_bin_add`).
+    private func discardingBranch() -> UnsafeMutablePointer<GstElement>? {
+        guard let sink = gst_element_factory_make("fakesink", nil) else { return nil }
+        veil_object_set_bool(gpointerOf(sink), "sync", 0)
+        veil_object_set_bool(gpointerOf(sink), "async", 0)
+        return sink
     }
 
     func receiveDescription() -> String {
@@ -62,7 +82,12 @@ extension PeerConnection {
     /// Probes and sinks of the receive branch (before it is linked, so nothing is missed).
     func configureReceive(bin: UnsafeMutablePointer<GstElement>, pad: UnsafeMutablePointer<GstPad>) {
         gst_object_ref(gpointerOf(bin))
-        shared.withLock { $0.receiveBin = ElementRef(bin) }
+        // Under the lock that `applyAudioOutputDevice` takes: a switch either happens before and is
+        // read here, or after and finds the bin.
+        let outputDevice = shared.withLock { shared -> String? in
+            shared.receiveBin = ElementRef(bin)
+            return shared.outputDevice
+        }
         // RTP packets leaving the jitter buffer: count them, and learn the sender-time mapping from
         // the reference-timestamp meta rtpjitterbuffer adds once an RTCP sender report arrived.
         addProbe(pad, GST_PAD_PROBE_TYPE_BUFFER) { [weak self] pad, info in
@@ -99,8 +124,8 @@ extension PeerConnection {
         guard let sink = gst_bin_get_by_name(asBin(bin), "sink") else { return }
         defer { gst_object_unref(gpointerOf(sink)) }
         switch output {
-        case .pulse(let device?):
-            veil_object_set_string(gpointerOf(sink), "device", device)
+        case .pulse:
+            if let outputDevice { veil_object_set_string(gpointerOf(sink), "device", outputDevice) }
         case .file(let url):
             veil_object_set_string(gpointerOf(sink), "location", url.path)
         case .callback(let handler):

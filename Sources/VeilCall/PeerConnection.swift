@@ -86,6 +86,8 @@ public final class PeerConnection: @unchecked Sendable {
         var closing = false
         var audioLinked = false
         var receiveBin: ElementRef?
+        /// The PulseAudio sink the received voice plays on (nil: the server's default).
+        var outputDevice: String?
         var mapping: PlayoutMapping?
         var latencyNanos: UInt64 = 0
         var lastSample: StatsSample?
@@ -131,7 +133,9 @@ public final class PeerConnection: @unchecked Sendable {
         self.configuration = configuration
         self.input = audioSource
         self.output = audioOutput
-        shared = Mutex(Shared(createdMicros: UInt64(g_get_monotonic_time())))
+        var initial = Shared(createdMicros: UInt64(g_get_monotonic_time()))
+        if case .pulse(let device) = audioOutput { initial.outputDevice = device }
+        shared = Mutex(initial)
         (signaling, signalingSink) = AsyncStream.makeStream(of: PeerSignal.self, bufferingPolicy: .unbounded)
         (events, eventSink) = AsyncStream.makeStream(of: PeerEvent.self, bufferingPolicy: .unbounded)
         (expressionFrames, frameSink) = AsyncStream.makeStream(of: ReceivedExpressionFrame.self, bufferingPolicy: .bufferingNewest(64))

@@ -11,7 +11,7 @@ import VeilTracking
 /// frames out; remote expressions and voices in → picture-in-picture view → window or file.
 final class CallRunner: @unchecked Sendable {
     enum Output { case window, file(String), none }
-    enum Control: Equatable { case toggleMute, cycleBackground, cycleLayout, leave }
+    enum Control: Equatable { case toggleMute, cycleAudioOutput, cycleBackground, cycleLayout, leave }
 
     struct Options {
         var server: URL
@@ -190,6 +190,7 @@ final class CallRunner: @unchecked Sendable {
             for control in controls.withLock({ c in defer { c = [] }; return c }) {
                 switch control {
                 case .toggleMute: session.setMuted(!session.isMuted)
+                case .cycleAudioOutput: switchAudioOutput()
                 case .cycleBackground: backgroundIndex = (backgroundIndex + 1) % options.backgrounds.count
                 case .cycleLayout:
                     cornerIndex = (cornerIndex + 1) % (corners.count + 1)
@@ -247,6 +248,51 @@ final class CallRunner: @unchecked Sendable {
         display?.close()
         if let failure = failed.withLock({ $0 }) { throw VeilError.io(failure) }
         return report.withLock { $0 }
+    }
+
+    /// The `s` key: the others' voices move to the sound server's next sink (sinks in name order,
+    /// wrapping around), and the sink now playing is announced; with one sink or no sound server,
+    /// that is said instead. Asking the server blocks for milliseconds, on the render thread.
+    private func switchAudioOutput() {
+        guard case .pulse(let configured) = options.audioOut else {
+            return announce("audio output: the voices do not go to the sound server; start with --audio-out pulse to switch sinks",
+                            ["switched": false, "reason": "notPulse"])
+        }
+        let sinks: [AudioDevice]
+        do { sinks = try session.audioOutputDevices() } catch {
+            return announce("audio output: \(error)", ["switched": false, "reason": "\(error)"])
+        }
+        guard sinks.count > 1 else {
+            if let only = sinks.first {
+                return announce("audio output: \(only.description) (\(only.name)) is the only sink; nothing to switch to",
+                                ["switched": false, "reason": "oneSink", "device": only.name])
+            }
+            return announce("audio output: no sound server answers; nothing to switch to", ["switched": false, "reason": "noSoundServer"])
+        }
+        let current = session.audioOutputDevice ?? configured ?? sinks.first(where: \.isDefault)?.name
+        let index = ((sinks.firstIndex { $0.name == current } ?? -1) + 1) % sinks.count
+        let next = sinks[index]
+        do {
+            try session.setAudioOutputDevice(next.name)
+            let kind = next.formFactor.map { ", a \($0)" } ?? ""
+            announce("audio output: \(next.description) (sink \(next.name)\(kind); \(index + 1) of \(sinks.count))",
+                     ["switched": true, "device": next.name, "description": next.description])
+        } catch {
+            announce("audio output: \(error)", ["switched": false, "reason": "\(error)"])
+        }
+    }
+
+    /// A control's outcome: a JSON line with `--json`, otherwise a note unless `--quiet`.
+    private func announce(_ text: String, _ fields: [String: Any]) {
+        if options.json {
+            var fields = fields
+            fields["event"] = "audioOutput"
+            let line = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            print(line)
+            fflush(stdout)
+        } else if !options.quiet {
+            Terminal.note(text)
+        }
     }
 }
 

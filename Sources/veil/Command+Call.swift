@@ -20,14 +20,17 @@ OPTIONS:
   --video FILE             Track a video file instead (played in real time, looped)
   --audio-in pulse|FILE|tone|none   Microphone (PulseAudio), an audio file, a test tone, or nothing
                            (default: pulse when a sound server runs, else none)
-  --audio-out pulse|FILE.wav|none   Where the others' voices go (default: pulse when available, else none)
+  --audio-out pulse|pulse:SINK|FILE.wav|none   Where the others' voices go: the sound server's
+                           default sink or the sink SINK (pactl list short sinks), a WAV file, or
+                           nowhere (default: pulse when available, else none)
   --out window|FILE.mp4|none        The call view: a window, or a recording of what you saw and heard
                            (default: window when a display is available, else none)
   --style sketch|mask      Avatar style (default mask)
   --duration S             Leave after S seconds
   --json                   Print events and statistics (every 2 s) as JSON lines on stdout
 
-KEYS (on a terminal): m mute/unmute · b background · p picture-in-picture corner / grid · q leave
+KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound server) · b background ·
+  p picture-in-picture corner / grid · q leave
 """, run: runCall)
 
 func runCall(_ argv: [String]) throws {
@@ -62,6 +65,16 @@ func runCall(_ argv: [String]) throws {
     }
     switch args.value("audio-out") ?? (hasPulse ? "pulse" : "none") {
     case "pulse": options.audioOut = .pulse(device: nil)
+    case let value where value.hasPrefix("pulse:"):
+        let sink = String(value.dropFirst("pulse:".count))
+        guard !sink.isEmpty else { throw UsageError("--audio-out pulse:SINK needs a sink name (see pactl list short sinks)") }
+        let sinks = try PeerConnection.audioOutputDevices()
+        guard sinks.contains(where: { $0.name == sink }) else {
+            throw VeilError.invalidInput(sinks.isEmpty
+                ? "--audio-out \(value): no sound server answers; start PulseAudio (or PipeWire's pulse server) or use --audio-out FILE.wav"
+                : "--audio-out \(value): the sound server has no sink '\(sink)'; its sinks are: \(sinks.map(\.name).joined(separator: ", "))")
+        }
+        options.audioOut = .pulse(device: sink)
     case "none": options.audioOut = .discard
     case let path: options.audioOut = .file(URL(fileURLWithPath: path))
     }
@@ -84,6 +97,7 @@ func runCall(_ argv: [String]) throws {
     let keys = KeyReader { key in
         switch key {
         case "m": runner.apply(.toggleMute)
+        case "s": runner.apply(.cycleAudioOutput)
         case "b": runner.apply(.cycleBackground)
         case "p": runner.apply(.cycleLayout)
         case "q": runner.apply(.leave)
