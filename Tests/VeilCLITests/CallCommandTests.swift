@@ -79,6 +79,27 @@ final class CallCommandTests: XCTestCase {
                       "no statistics with RTT and addresses: \(stats)")
         XCTAssertTrue(stats.contains { (($0["expressionFramesPerSecond"] as? Double) ?? 0) > 10 })
 
+        // The self-view inset shows the avatar, never the camera: the camera clip is grey
+        // (takeo's photo), the avatar and its background are in colour.
+        let aliceVideo = try VideoSource(file: work.appendingPathComponent("alice.mp4"))
+        var aliceFrame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
+        for _ in 0..<120 { guard try aliceVideo.read(into: &aliceFrame) else { break } }
+        let image = aliceFrame.image
+        XCTAssertEqual(image.width, 640)
+        // The inset: a quarter of the width, 12 px from the bottom-right corner (the default layout).
+        let insetWidth = 160, insetHeight = 120
+        var grey = 0, total = 0
+        for y in (480 - 12 - insetHeight + 4)..<(480 - 12 - 4) {
+            for x in (640 - 12 - insetWidth + 4)..<(640 - 12 - 4) {
+                let i = (y * image.width + x) * 3
+                if abs(Int(image.pixels[i]) - Int(image.pixels[i + 2])) <= 8 { grey += 1 }
+                total += 1
+            }
+        }
+        print("self-view inset: \(grey) of \(total) pixels grey")
+        XCTAssertLessThan(Double(grey) / Double(max(total, 1)), 0.3,
+                          "the self-view inset looks like the grey camera picture, not the avatar")
+
         // Bob's recording holds what he saw and heard: video, and alice's tone.
         let bobVideo = try VideoSource(file: work.appendingPathComponent("bob.mp4"))
         var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
