@@ -142,15 +142,12 @@ public final class CallSession: @unchecked Sendable {
     /// when it is playing, otherwise with an adaptive delay.
     public func playout(for user: String, at renderTimeMicros: UInt64) -> ExpressionJitterBuffer.Playout? {
         state.withLock { s in
-            guard var remote = s.remotes[user] else { return nil }
-            let playout: ExpressionJitterBuffer.Playout
-            if !remote.muted, let mapping = remote.peer?.playoutMapping {
-                playout = remote.buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: renderTimeMicros))
-            } else {
-                playout = remote.buffer.expression(atLocalTime: renderTimeMicros)
+            // Mutated in place: copying the remote out and back would copy its buffer every frame.
+            guard let muted = s.remotes[user]?.muted else { return nil }
+            if !muted, let mapping = s.remotes[user]?.peer?.playoutMapping {
+                return s.remotes[user]?.buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: renderTimeMicros))
             }
-            s.remotes[user] = remote
-            return playout
+            return s.remotes[user]?.buffer.expression(atLocalTime: renderTimeMicros)
         }
     }
 

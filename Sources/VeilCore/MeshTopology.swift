@@ -11,6 +11,9 @@ public struct MeshTopology: Sendable {
     public let triangles: [(Int, Int, Int)]
     /// Ordered outlines per region, as named by MediaPipe (`lips`, `left_eye`, `face_oval`, ...).
     public let contours: [String: [[Int]]]
+    /// Mesh indices of each region (pupils excepted: they come from the iris model). Worked out
+    /// once from the contours, since `landmarks(mesh:…)` runs on every tracked frame.
+    public let regionIndices: [FaceRegion: [Int]]
 
     /// Mesh indices along the face's vertical midline, forehead to chin. Not part of MediaPipe's
     /// connection lists, so named here.
@@ -47,17 +50,10 @@ public struct MeshTopology: Sendable {
         else { throw VeilError.invalidResource("\(url.path): not a face mesh topology") }
         triangles = file.triangles.map { ($0[0], $0[1], $0[2]) }
         contours = file.contours
+        regionIndices = Self.regions(from: file.contours)
     }
 
-    /// Outer and inner lip outlines. The outer one is the longer way round the mouth.
-    private var lipLoops: (outer: [Int], inner: [Int]) {
-        let loops = contours["lips"] ?? [[], []]
-        // Both loops have 20 points; the outer one contains the mouth corner 61, the inner one 78.
-        return loops[0].contains(61) ? (loops[0], loops[1]) : (loops[1], loops[0])
-    }
-
-    /// Mesh indices of each region (pupils excepted: they come from the iris model).
-    public var regionIndices: [FaceRegion: [Int]] {
+    private static func regions(from contours: [String: [[Int]]]) -> [FaceRegion: [Int]] {
         func loop(_ name: String) -> [Int] { contours[name]?.first ?? [] }
         func brow(_ name: String) -> [Int] {
             // Upper edge outer→inner, then lower edge inner→outer: one closed outline.
@@ -67,7 +63,9 @@ public struct MeshTopology: Sendable {
             let lower = parts.min { a, b in a.first ?? 0 < b.first ?? 0 } ?? []
             return upper + lower.reversed()
         }
-        let lips = lipLoops
+        // Both lip loops have 20 points; the outer one contains the mouth corner 61, the inner one 78.
+        let loops = contours["lips"] ?? [[], []]
+        let lips = loops[0].contains(61) ? (outer: loops[0], inner: loops[1]) : (outer: loops[1], inner: loops[0])
         return [
             .faceContour: loop("face_oval"),
             .leftEye: loop("left_eye"), .rightEye: loop("right_eye"),
