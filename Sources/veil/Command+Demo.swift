@@ -150,14 +150,7 @@ struct Fidelity: Codable {
 
     init(truth: [GroundTruthFrame], received: [ExpressionFrame]) {
         let pairs = zip(truth, received).filter { $0.1.state == .tracked }
-        func corr(_ a: [Double], _ b: [Double]) -> Double {
-            let n = Double(a.count)
-            guard n > 2 else { return 0 }
-            let ma = a.reduce(0, +) / n, mb = b.reduce(0, +) / n
-            var ab = 0.0, aa = 0.0, bb = 0.0
-            for (x, y) in zip(a, b) { ab += (x - ma) * (y - mb); aa += (x - ma) * (x - ma); bb += (y - mb) * (y - mb) }
-            return aa > 0 && bb > 0 ? ab / (aa * bb).squareRoot() : 0
-        }
+        let corr = pearsonCorrelation
         let t = pairs.map(\.0), e = pairs.map { $0.1.expression }
         smileCorrelation = corr(t.map(\.smile), e.map { Double($0[.mouthSmileLeft] + $0[.mouthSmileRight]) / 2 })
         browCorrelation = corr(t.map(\.browRaise), e.map { Double($0[.browInnerUp]) })

@@ -132,12 +132,5 @@ final class ExpressionFidelityTests: XCTestCase {
         a.lowerBound <= b.upperBound + slack && b.lowerBound <= a.upperBound + slack
     }
 
-    static func correlation(_ a: [Double], _ b: [Double]) -> Double {
-        let n = Double(a.count)
-        guard n > 2 else { return 0 }
-        let ma = a.reduce(0, +) / n, mb = b.reduce(0, +) / n
-        var sab = 0.0, saa = 0.0, sbb = 0.0
-        for (x, y) in zip(a, b) { sab += (x - ma) * (y - mb); saa += (x - ma) * (x - ma); sbb += (y - mb) * (y - mb) }
-        return saa > 0 && sbb > 0 ? sab / (saa * sbb).squareRoot() : 0
-    }
+    static func correlation(_ a: [Double], _ b: [Double]) -> Double { pearsonCorrelation(a, b) }
 }
