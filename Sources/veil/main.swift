@@ -17,11 +17,11 @@ USAGE: veil <command> [options]
 COMMANDS:
   render INPUT -o OUTPUT   Track the face in a video, image, image sequence or camera and render the avatar.
   synth PHOTO -o CLIP      Make a talking-face clip with ground truth from a photo (for tests and benchmarks).
-  demo                     Run the offline pipeline on a built-in photo (what `make demo` runs).
-  bench                    Measure tracking, rendering and wire size (what `make bench` runs).
   call --server URL ...    Join a room: your voice and expressions out, the others' avatars in.
   serve                    Run the room server (WebSocket signaling, rooms, tokens).
   token --room R --user U  Issue a token that admits a user to a room.
+  demo                     A two-person call on this machine (what `make demo` runs); --offline for the pipeline alone.
+  bench                    Measure tracking, rendering, wire size and a local call (what `make bench` runs).
   help [COMMAND]           Show help for a command.
 
 Run `veil help <command>` or `veil <command> --help` for a command's options.
