@@ -30,14 +30,24 @@ public final class CallSession: @unchecked Sendable {
         public var reconnection: ReconnectionPolicy.Configuration
         /// How often statistics are reported.
         public var statisticsInterval: TimeInterval
+        /// How a peer connection that failed, stayed disconnected or went silent is recovered.
+        /// webrtcbin (GStreamer 1.22) cannot restart ICE, so the default goes straight to
+        /// renegotiating a fresh connection, up to 3 times, 10 s each.
+        public var peerRecovery: PeerRecoveryPolicy.Configuration
+        /// A connected peer from which nothing (voice RTP, which flows even when muted, or
+        /// expression frames) has arrived for this long is treated as failed.
+        public var mediaSilenceTimeout: TimeInterval
 
         public init(server: URL, room: String, user: String, token: String, audioInput: AudioInput = .silence,
                     audioOutput: @escaping @Sendable (String) -> AudioOutput = { _ in .discard },
                     peer: PeerConfiguration = PeerConfiguration(),
-                    reconnection: ReconnectionPolicy.Configuration = .init(), statisticsInterval: TimeInterval = 2) {
+                    reconnection: ReconnectionPolicy.Configuration = .init(), statisticsInterval: TimeInterval = 2,
+                    peerRecovery: PeerRecoveryPolicy.Configuration = .init(iceRestartAttempts: 0, renegotiationAttempts: 3),
+                    mediaSilenceTimeout: TimeInterval = 3) {
             self.server = server; self.room = room; self.user = user; self.token = token
             self.audioInput = audioInput; self.audioOutput = audioOutput; self.peer = peer
             self.reconnection = reconnection; self.statisticsInterval = statisticsInterval
+            self.peerRecovery = peerRecovery; self.mediaSilenceTimeout = mediaSilenceTimeout
         }
     }
 
@@ -55,6 +65,11 @@ public final class CallSession: @unchecked Sendable {
         case participantLeft(user: String, reason: LeaveReason)
         case muteChanged(user: String, muted: Bool)
         case peerState(user: String, state: PeerConnection.State)
+        /// The connection to `user` failed, stayed disconnected or went silent: a fresh one is
+        /// being negotiated (attempt 1, 2, ...).
+        case peerRecovering(user: String, attempt: Int)
+        /// The connection to `user` carries media again after `peerRecovering`.
+        case peerRecovered(user: String)
         /// The server refused something (bad token, room full, ...).
         case error(code: String, message: String)
         case statistics(CallStatistics)
@@ -84,6 +99,10 @@ public final class CallSession: @unchecked Sendable {
         var peer: PeerConnection?
         var buffer = ExpressionJitterBuffer()
         var muted = false
+        /// Recovery of the connection to this participant (nil until a peer exists).
+        var recovery: PeerRecoveryPolicy?
+        /// Whether the current `peer`'s failure was already handed to `recovery`.
+        var failureNoted = false
     }
 
     private struct State {
@@ -243,9 +262,14 @@ public final class CallSession: @unchecked Sendable {
             Task { await self.reportStatistics() }
             return true
         }
+        let watchdog = loop.every(milliseconds: 500) { [weak self] in
+            guard let self else { return false }
+            self.checkPeers()
+            return true
+        }
         let old = state.withLock { s -> [GLibTimer] in
             let old = s.timers
-            s.timers = [ping, stats]
+            s.timers = [ping, stats, watchdog]
             return old
         }
         old.forEach { $0.cancel() }
@@ -317,6 +341,14 @@ public final class CallSession: @unchecked Sendable {
             if let peer { Task { await peer.close() } }
             eventSink.yield(.participantLeft(user: user, reason: reason))
         case .offer(let from, let sdp):
+            // Both sides may renegotiate a broken connection at once. Then the side whose name
+            // sorts first keeps its own offer and ignores the other's; the other side answers.
+            let ignore = state.withLock { s -> Bool in
+                guard let mine = s.remotes[from]?.peer, mine.role == .offerer,
+                      mine.state == .new || mine.state == .connecting else { return false }
+                return configuration.user < from
+            }
+            if ignore { return }
             guard let peer = createPeer(for: from, role: .answerer) else { return }
             do { try peer.setRemoteDescription(type: .offer, sdp: sdp) } catch {
                 eventSink.yield(.error(code: "negotiation", message: "offer from \(from): \(error)"))
@@ -363,6 +395,8 @@ public final class CallSession: @unchecked Sendable {
             let old = remote.peer
             remote.peer = peer
             remote.buffer.reset()
+            remote.failureNoted = false
+            if remote.recovery == nil { remote.recovery = PeerRecoveryPolicy(configuration: configuration.peerRecovery) }
             s.remotes[user] = remote
             return (old, s.muted)
         }
@@ -396,17 +430,67 @@ public final class CallSession: @unchecked Sendable {
         Task { [weak self] in
             for await event in peer.events {
                 guard let self else { return }
+                // Failures are acted on by `checkPeers()`, which looks at the current peer only.
                 if case .connectionState(let state) = event {
-                    self.eventSink.yield(.peerState(user: user, state: state))
-                    if state == .failed, role == .offerer {
-                        // webrtcbin cannot restart ICE: negotiate a fresh connection instead.
-                        let current = self.state.withLock { $0.remotes[user]?.peer }
-                        if current === peer { self.loop.perform { self.createPeer(for: user, role: .offerer) } }
-                    }
+                    let current = self.state.withLock { $0.remotes[user]?.peer === peer }
+                    if current { self.eventSink.yield(.peerState(user: user, state: state)) }
                 }
             }
         }
         return peer
+    }
+
+    // MARK: - Peer recovery (on the loop's thread)
+
+    /// Every 500 ms: feeds each peer's state, and whether media still arrives from it, to its
+    /// recovery policy and carries out what the policy asks for.
+    private func checkPeers() {
+        let now = mediaTimeMicros
+        let silenceLimit = UInt64(max(0.5, configuration.mediaSilenceTimeout) * 1_000_000)
+        let actions = state.withLock { s -> [(user: String, action: PeerRecoveryPolicy.Action, attempt: Int)] in
+            guard !s.leaving, s.joined else { return [] }
+            var actions: [(user: String, action: PeerRecoveryPolicy.Action, attempt: Int)] = []
+            for user in s.remotes.keys.sorted() {
+                guard var remote = s.remotes[user], let peer = remote.peer, var policy = remote.recovery else { continue }
+                let peerState = peer.state
+                let heard = max(peer.lastMediaReceivedMicros ?? 0, peer.connectedSinceMicros ?? now)
+                let silent = peerState == .connected && now > heard && now - heard > silenceLimit
+                var action: PeerRecoveryPolicy.Action
+                if (peerState == .failed || silent) && !remote.failureNoted {
+                    remote.failureNoted = true
+                    action = policy.failed(at: now)
+                } else if peerState == .disconnected {
+                    action = policy.disconnected(at: now)
+                    if action == .none { action = policy.timerFired(at: now) }
+                } else if peerState == .connected && !silent {
+                    action = policy.connected(at: now)
+                } else {
+                    action = policy.timerFired(at: now)
+                }
+                remote.recovery = policy
+                s.remotes[user] = remote
+                var attempt = 0
+                if case .renegotiating(let n, _) = policy.state { attempt = n }
+                if case .restartingICE(let n, _) = policy.state { attempt = n }
+                actions.append((user, action, attempt))
+            }
+            return actions
+        }
+        for (user, action, attempt) in actions {
+            switch action {
+            case .renegotiate, .restartICE:
+                // webrtcbin cannot restart ICE: a fresh connection is negotiated either way.
+                eventSink.yield(.peerRecovering(user: user, attempt: attempt))
+                createPeer(for: user, role: .offerer)
+            case .reportRecovered:
+                eventSink.yield(.peerRecovered(user: user))
+            case .reportFailed:
+                eventSink.yield(.error(code: "peer_failed",
+                                       message: "the connection to \(user) could not be recovered; they stay in the room but cannot be heard or seen"))
+            case .none, .wake:
+                break
+            }
+        }
     }
 
     private func reportStatistics() async {
@@ -417,5 +501,20 @@ public final class CallSession: @unchecked Sendable {
         for (user, peer) in peers { results[user] = await peer.statistics() }
         let quality = results.values.map(\.quality).max() ?? .down
         eventSink.yield(.statistics(CallStatistics(peers: results, expressionBuffers: buffers, quality: quality)))
+    }
+}
+
+// MARK: - Fault drills
+
+extension CallSession {
+    /// Makes the network path to `user` dead (see `PeerConnection.cutNetworkPath()`), so that
+    /// recovery can be exercised; returns how many transport elements were cut.
+    func cutNetworkPath(to user: String) -> Int {
+        state.withLock { $0.remotes[user]?.peer }?.cutNetworkPath() ?? 0
+    }
+
+    /// Offers `user` a fresh connection now, as recovery does (drills of simultaneous offers).
+    func renegotiate(with user: String) {
+        loop.perform { [self] in createPeer(for: user, role: .offerer) }
     }
 }

@@ -99,8 +99,10 @@ extension PeerConnection {
                 update = PlayoutMapping(offsetMicros: Int64(bitPattern: local / 1000) &- Int64(bitPattern: sender / 1000),
                                         latencyMicros: 0, referenceSenderMicros: sender / 1000)
             }
+            let now = UInt64(g_get_monotonic_time())
             self.shared.withLock { shared in
                 shared.counters.rtpPacketsReceived += 1
+                shared.lastMediaMicros = now
                 if let update { shared.mapping = update }
             }
             return GST_PAD_PROBE_OK

@@ -73,6 +73,7 @@ extension PeerConnection {
         // Oversized payloads are rejected without being copied.
         let frame = size <= ExpressionFrame.maximumEncodedSize ? (try? ExpressionFrame(decoding: bytes(of: gbytes))) : nil
         shared.withLock { shared in
+            shared.lastMediaMicros = arrival
             shared.counters.largestPayloadReceived = max(shared.counters.largestPayloadReceived, size)
             if frame != nil {
                 shared.counters.framesReceived += 1

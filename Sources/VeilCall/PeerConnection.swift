@@ -80,6 +80,8 @@ public final class PeerConnection: @unchecked Sendable {
         var state = State.new
         var createdMicros: UInt64
         var connectedMicros: UInt64?
+        /// When the last RTP packet or data-channel message arrived from the remote peer.
+        var lastMediaMicros: UInt64?
         var counters = PeerCounters()
         var channelOpen = false
         var muted = false
@@ -161,6 +163,15 @@ public final class PeerConnection: @unchecked Sendable {
 
     /// The current connection state.
     public var state: State { shared.withLock { $0.state } }
+
+    /// When (media clock, µs) the connection first reached `connected`; nil before.
+    public var connectedSinceMicros: UInt64? { shared.withLock { $0.connectedMicros } }
+
+    /// When (media clock, µs) anything last arrived from the remote peer: an RTP packet of its
+    /// voice (which flows continuously, muted or not) or a data-channel message; nil before the
+    /// first. A connected peer from which nothing arrives for seconds has lost its network path,
+    /// even while webrtcbin still reports `connected` (GStreamer 1.22 does not check consent).
+    public var lastMediaReceivedMicros: UInt64? { shared.withLock { $0.lastMediaMicros } }
 
     /// Whether the expression data channel is open.
     public var isDataChannelOpen: Bool { shared.withLock { $0.channelOpen } }
@@ -391,5 +402,16 @@ extension PeerConnection.State {
         case GST_WEBRTC_PEER_CONNECTION_STATE_CLOSED.rawValue: self = .closed
         default: self = .new
         }
+    }
+}
+
+// MARK: - Fault drills
+
+extension PeerConnection {
+    /// Makes the network path to the remote peer dead from now on: every packet in or out is
+    /// dropped while webrtcbin keeps running and reporting `connected`. For fault drills and
+    /// tests of recovery; returns how many transport elements were cut (0 when none exist yet).
+    func cutNetworkPath() -> Int {
+        (try? loop.sync { [graph] in graph.liveWebrtcbin == nil ? 0 : graph.cutNetworkPath() }) ?? 0
     }
 }

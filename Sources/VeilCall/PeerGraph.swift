@@ -225,19 +225,15 @@ final class PeerGraph: @unchecked Sendable {
         return minimum == GstClockTime.max ? nil : UInt64(minimum)
     }
 
-    private func stopEachElement() {
+    /// Calls `body` with every element in the pipeline, nested bins included.
+    private func forEachElement(_ body: (UnsafeMutablePointer<GstElement>) -> Void) {
         guard let iterator = gst_bin_iterate_recurse(asBin(pipeline)) else { return }
         defer { gst_iterator_free(iterator) }
         var item = GValue()
         while true {
             let result = gst_iterator_next(iterator, &item)
             if result == GST_ITERATOR_OK {
-                if let element = g_value_get_object(&item) {
-                    // Locked, so that the pipeline's own PLAYING→PAUSED→READY→NULL walk does not
-                    // bring it (and its failure) back up.
-                    gst_element_set_locked_state(asElement(element), 1)
-                    gst_element_set_state(asElement(element), GST_STATE_NULL)
-                }
+                if let element = g_value_get_object(&item) { body(asElement(element)) }
                 g_value_reset(&item)
             } else if result == GST_ITERATOR_RESYNC {
                 gst_iterator_resync(iterator)
@@ -246,6 +242,42 @@ final class PeerGraph: @unchecked Sendable {
             }
         }
         g_value_unset(&item)
+    }
+
+    private func stopEachElement() {
+        forEachElement { element in
+            // Locked, so that the pipeline's own PLAYING→PAUSED→READY→NULL walk does not bring it
+            // (and its failure) back up.
+            gst_element_set_locked_state(element, 1)
+            gst_element_set_state(element, GST_STATE_NULL)
+        }
+    }
+
+    /// Drops every packet between webrtcbin and the network from now on, both ways (RTP, RTCP,
+    /// DTLS, SCTP), while the pipeline and libnice's own ICE checks keep running: what a dead
+    /// network path looks like to webrtcbin, which then still reports `connected`. Returns how
+    /// many transport elements were cut (0 before ICE has started).
+    @discardableResult
+    func cutNetworkPath() -> Int {
+        var cut = 0
+        forEachElement { element in
+            guard let factory = gst_element_get_factory(element),
+                  let name = gst_object_get_name(UnsafeMutableRawPointer(factory).assumingMemoryBound(to: GstObject.self)) else { return }
+            defer { g_free(name) }
+            let pad: String
+            switch String(cString: name) {
+            case "nicesrc": pad = "src"
+            case "nicesink": pad = "sink"
+            default: return
+            }
+            guard let target = gst_element_get_static_pad(element, pad) else { return }
+            defer { gst_object_unref(gpointerOf(target)) }
+            _ = addProbe(target, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER.rawValue | GST_PAD_PROBE_TYPE_BUFFER_LIST.rawValue)) { _, _ in
+                GST_PAD_PROBE_DROP
+            }
+            cut += 1
+        }
+        return cut
     }
 
     /// Stops the pipeline and releases everything. Idempotent.

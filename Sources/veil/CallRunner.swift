@@ -316,6 +316,11 @@ private func describe(_ event: CallSession.Event) -> (json: String, human: Strin
         return (json(["event": "muteChanged", "user": user, "muted": muted]), "\(user) \(muted ? "muted" : "unmuted")")
     case .peerState(let user, let state):
         return (json(["event": "peerState", "user": user, "state": state.rawValue]), state == .connected ? "connected to \(user)" : nil)
+    case .peerRecovering(let user, let attempt):
+        return (json(["event": "peerRecovering", "user": user, "attempt": attempt]),
+                "the connection to \(user) broke; reconnecting (attempt \(attempt))")
+    case .peerRecovered(let user):
+        return (json(["event": "peerRecovered", "user": user]), "the connection to \(user) is back")
     case .error(let code, let message):
         return (json(["event": "error", "code": code, "message": message]), "error \(code): \(message)")
     case .statistics(let s):

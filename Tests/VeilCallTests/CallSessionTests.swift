@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import VeilCall
+@testable import VeilCall
 import VeilCore
 import VeilServer
 import XCTest
@@ -123,6 +123,87 @@ final class CallSessionTests: XCTestCase {
         Task { await alice.leave(); done.signal() }
         _ = done.wait(timeout: .now() + 5)
         server.stop()
+    }
+
+    /// A network path that dies while webrtcbin still says `connected` (GStreamer 1.22 does not
+    /// check consent): both sides notice the silence, renegotiate a fresh connection, and the
+    /// expressions flow again, with no signaling outage and nobody leaving.
+    func testASilentlyDeadConnectionIsRenegotiated() throws {
+        try PeerConnection.prepare()
+        let secret = ServerSecret.random()
+        let (server, url) = try makeServer(secret: secret)
+        defer { server.stop() }
+        let alice = try session("alice", url: url, secret: secret, tone: 440)
+        let bob = try session("bob", url: url, secret: secret, tone: 660)
+        let a = Recorder(alice), b = Recorder(bob)
+        alice.start()
+        waitUntil("alice joined", timeout: 5) { a.has { if case .joined = $0 { return true }; return false } }
+        bob.start()
+        waitUntil("data channels open", timeout: 10) { alice.participants == ["bob"] && bob.participants == ["alice"] }
+
+        // Alice keeps talking and sending expressions at 30 fps for the whole test.
+        let sending = Mutex(true)
+        let sender = Thread {
+            var i = 0
+            while sending.withLock({ $0 }) {
+                alice.send(self.frame(i, at: alice.mediaTimeMicros)); i += 1
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+        }
+        sender.start()
+        defer { sending.withLock { $0 = false } }
+        waitUntil("bob receives alice's frames", timeout: 5) { b.frames.withLock { $0.count } >= 20 }
+
+        let cutAt = Date()
+        XCTAssertGreaterThan(bob.cutNetworkPath(to: "alice"), 0, "no transport to cut")
+        Thread.sleep(forTimeInterval: 1)
+        let frozen = b.frames.withLock { $0.count }
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertLessThanOrEqual(b.frames.withLock { $0.count }, frozen + 1, "frames still arrive through a cut path")
+
+        // Whichever side notices first offers a fresh connection; the other answers it (and if
+        // both offer at once, the side whose name sorts first keeps its offer).
+        waitUntil("a side starts recovering", timeout: 8) {
+            a.has { if case .peerRecovering("bob", _) = $0 { return true }; return false }
+                || b.has { if case .peerRecovering("alice", _) = $0 { return true }; return false }
+        }
+        waitUntil("expressions flow again", timeout: 8) { b.frames.withLock { $0.count } >= frozen + 30 }
+        let downtime = Date().timeIntervalSince(cutAt)
+        XCTAssertLessThan(downtime, 10, "recovery took \(downtime) s")
+        waitUntil("recovery reported", timeout: 3) {
+            a.has { if case .peerRecovered("bob") = $0 { return true }; return false }
+                || b.has { if case .peerRecovered("alice") = $0 { return true }; return false }
+        }
+        XCTAssertEqual(alice.participants, ["bob"]); XCTAssertEqual(bob.participants, ["alice"])
+
+        // Both sides offer at the same moment (bob's offer is out first and crosses alice's): the
+        // side whose name sorts first keeps its offer, the other answers it, the call carries on.
+        let beforeGlare = b.frames.withLock { $0.count }
+        func recoveries() -> Int {
+            a.count { if case .peerRecovering = $0 { return true }; return false } + b.count { if case .peerRecovering = $0 { return true }; return false }
+        }
+        let recoveriesBeforeGlare = recoveries()
+        bob.renegotiate(with: "alice")
+        Thread.sleep(forTimeInterval: 0.005)
+        alice.renegotiate(with: "bob")
+        Thread.sleep(forTimeInterval: 0.5)
+        waitUntil("expressions flow after simultaneous offers", timeout: 8) { b.frames.withLock { $0.count } >= beforeGlare + 45 }
+        XCTAssertEqual(recoveries(), recoveriesBeforeGlare, "the crossed offers broke the connection")
+        // Nobody left, nothing failed, and the signaling never dropped.
+        for r in [a, b] {
+            XCTAssertFalse(r.has { if case .participantLeft = $0 { return true }; return false })
+            XCTAssertFalse(r.has { if case .error = $0 { return true }; return false },
+                           "\(r.events.withLock { $0.compactMap { if case .error(let c, let m) = $0 { "\(c): \(m)" } else { nil } } })")
+            XCTAssertFalse(r.has { if case .connection(.reconnecting) = $0 { return true }; return false })
+        }
+        // The jitter buffer follows the new connection.
+        XCTAssertNotNil(bob.playout(for: "alice", at: bob.mediaTimeMicros))
+        print("recovered from a dead network path in \(String(format: "%.1f", downtime)) s")
+
+        sending.withLock { $0 = false }
+        let done = DispatchSemaphore(value: 0)
+        Task { await alice.leave(); await bob.leave(); done.signal() }
+        _ = done.wait(timeout: .now() + 10)
     }
 
     func testABadTokenIsRefusedAndNotRetried() throws {
