@@ -148,6 +148,12 @@ public final class CallSession: @unchecked Sendable {
     /// The remote participants currently known.
     public var participants: [String] { state.withLock { Array($0.remotes.keys).sorted() } }
 
+    /// For a `.file` audio input: when the file started playing into the connection to `user`
+    /// (see `PeerConnection.audioFileStartMicros`); each connection plays the file from its own start.
+    public func audioFileStartMicros(for user: String) -> UInt64? {
+        state.withLock { $0.remotes[user]?.peer }?.audioFileStartMicros
+    }
+
     /// Whether `user` is muted (as they announced).
     public func isMuted(_ user: String) -> Bool { state.withLock { $0.remotes[user]?.muted ?? false } }
 

@@ -11,7 +11,9 @@ extension PeerConnection {
         guard case .file(let url) = input, !graph.fileStarted, let mixer = graph.mixer, graph.liveWebrtcbin != nil else { return }
         graph.fileStarted = true
         do {
-            graph.fileBin = try graph.addFileBranch(url: url, mixer: mixer)
+            let (branch, startNanos) = try graph.addFileBranch(url: url, mixer: mixer)
+            graph.fileBin = branch
+            shared.withLock { $0.fileStartMicros = startNanos.map { $0 / 1000 } }
         } catch {
             fail(error as? PeerError ?? PeerError(.mediaFailed, "\(error)"), fatal: false)
         }

@@ -80,6 +80,8 @@ public final class PeerConnection: @unchecked Sendable {
         var state = State.new
         var createdMicros: UInt64
         var connectedMicros: UInt64?
+        /// When the input file's first sample enters the call (`.file` input, once connected).
+        var fileStartMicros: UInt64?
         /// When the last RTP packet or data-channel message arrived from the remote peer.
         var lastMediaMicros: UInt64?
         var counters = PeerCounters()
@@ -172,6 +174,13 @@ public final class PeerConnection: @unchecked Sendable {
     /// first. A connected peer from which nothing arrives for seconds has lost its network path,
     /// even while webrtcbin still reports `connected` (GStreamer 1.22 does not check consent).
     public var lastMediaReceivedMicros: UInt64? { shared.withLock { $0.lastMediaMicros } }
+
+    /// For a `.file` audio input: the media time (µs) at which the file's first sample is sent,
+    /// i.e. its capture time on the clock `ExpressionFrame.captureTimeMicros` uses; sample `n`
+    /// follows at `n / 48 000` s after it. Nil before the connection is first established (the
+    /// file starts then) and for other inputs. Stamp frames of a video recorded with the file
+    /// with it to keep them in sync.
+    public var audioFileStartMicros: UInt64? { shared.withLock { $0.fileStartMicros } }
 
     /// Whether the expression data channel is open.
     public var isDataChannelOpen: Bool { shared.withLock { $0.channelOpen } }

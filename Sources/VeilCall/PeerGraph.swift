@@ -149,8 +149,10 @@ final class PeerGraph: @unchecked Sendable {
         }
     }
 
-    /// Adds `filesrc ! decodebin ! …` for `url` to `mixer`, timed to start now.
-    func addFileBranch(url: URL, mixer: UnsafeMutablePointer<GstElement>) throws -> UnsafeMutablePointer<GstElement> {
+    /// Adds `filesrc ! decodebin ! …` for `url` to `mixer`, timed to start 150 ms from now. Returns
+    /// the branch and the clock time (ns) at which the file's first sample enters the mix: its
+    /// capture time, as far as the call is concerned.
+    func addFileBranch(url: URL, mixer: UnsafeMutablePointer<GstElement>) throws -> (branch: UnsafeMutablePointer<GstElement>, startNanos: UInt64?) {
         let description = "filesrc name=file ! decodebin ! audioconvert ! audioresample ! audio/x-raw,format=S16LE,rate=48000,channels=1,layout=interleaved ! queue name=out"
         var error: UnsafeMutablePointer<GError>?
         // Not ghosting unlinked pads: audioconvert's sink waits for decodebin's dynamic pad and
@@ -188,17 +190,19 @@ final class PeerGraph: @unchecked Sendable {
         }
         // Shift the file's timeline to start a little after now (running time), leaving decodebin
         // time to find the format so that the first syllable is not clipped.
+        var startNanos: UInt64?
         if let clock = gst_element_get_clock(pipeline) {
             let now = gst_clock_get_time(clock)
             gst_object_unref(gpointerOf(clock))
             let running = now &- gst_element_get_base_time(pipeline)
             gst_pad_set_offset(source, Int(bitPattern: UInt(running)) &+ 150_000_000)
+            startNanos = UInt64(now) &+ 150_000_000
         }
         guard gst_pad_link(source, sink) == GST_PAD_LINK_OK else {
             throw PeerError(.gstreamerUnavailable, "the audio file could not be connected to the mixer")
         }
         gst_element_sync_state_with_parent(element)
-        return element
+        return (element, startNanos)
     }
 
     /// The text of the first error message waiting on the bus (e.g. why a state change failed).
