@@ -175,14 +175,16 @@ func addProbe(_ pad: UnsafeMutablePointer<GstPad>, _ mask: GstPadProbeType,
     }, retain(body as F), releaseBox))
 }
 
-/// Calls `body` with every sample an appsink receives, on its streaming thread.
+/// Calls `body` with every sample an appsink receives and the latency (ns) the sink renders it
+/// with, on its streaming thread.
 func setNewSampleCallback(_ appsink: UnsafeMutablePointer<GstElement>,
-                          _ body: @escaping @Sendable (OpaquePointer) -> Void) {
-    typealias F = @Sendable (OpaquePointer) -> Void
+                          _ body: @escaping @Sendable (OpaquePointer, UInt64) -> Void) {
+    typealias F = @Sendable (OpaquePointer, UInt64) -> Void
     var callbacks = GstAppSinkCallbacks()
     callbacks.new_sample = { sink, data in
         guard let sink, let sample = gst_app_sink_pull_sample(sink) else { return GST_FLOW_EOS }
-        if let body: F = unbox(data) { body(sample) }
+        let latency = UInt64(gst_base_sink_get_latency(UnsafeMutableRawPointer(sink).assumingMemoryBound(to: GstBaseSink.self)))
+        if let body: F = unbox(data) { body(sample, latency) }
         gst_sample_unref(sample)
         return GST_FLOW_OK
     }

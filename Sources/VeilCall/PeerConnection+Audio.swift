@@ -56,9 +56,26 @@ extension PeerConnection {
         if let sink = gst_element_get_static_pad(branch, "sink") {
             if gst_pad_link(pad, sink) != GST_PAD_LINK_OK {
                 fail(PeerError(.mediaFailed, "the remote audio could not be linked to its decoder"), fatal: false)
+            } else if branch == element, let output = gst_bin_get_by_name(asBin(element), "sink") {
+                primeLatency(output)
+                gst_object_unref(gpointerOf(output))
             }
             gst_object_unref(gpointerOf(sink))
         }
+    }
+
+    /// Gives a newly linked sink the latency it will get from the pipeline, before its first buffer.
+    /// Otherwise it plays the first ~100 ms at latency 0, until the pipeline handles the latency
+    /// message, and then jumps by the whole latency: a gap and a resync in the audio.
+    private func primeLatency(_ sink: UnsafeMutablePointer<GstElement>) {
+        guard let query = gst_query_new_latency() else { return }
+        defer { gst_query_unref(query) }
+        guard gst_element_query(sink, query) != 0 else { return }
+        var live: gboolean = 0
+        var minimum: GstClockTime = 0, maximum: GstClockTime = 0
+        gst_query_parse_latency(query, &live, &minimum, &maximum)
+        guard live != 0, minimum != GstClockTime.max, let event = gst_event_new_latency(minimum) else { return }
+        _ = gst_element_send_event(sink, event)
     }
 
     /// A sink that drops what it gets (floating reference, for `gst_bin_add`).
@@ -133,8 +150,8 @@ extension PeerConnection {
         case .file(let url):
             veil_object_set_string(gpointerOf(sink), "location", url.path)
         case .callback(let handler):
-            setNewSampleCallback(sink) { [weak self] sample in
-                guard let self, let audio = self.receivedAudio(sample, pipeline: self.graph.pipeline) else { return }
+            setNewSampleCallback(sink) { [weak self] sample, latency in
+                guard let self, let audio = self.receivedAudio(sample, pipeline: self.graph.pipeline, sinkLatencyNanos: latency) else { return }
                 handler(audio)
             }
         default:
@@ -142,8 +159,9 @@ extension PeerConnection {
         }
     }
 
-    /// A decoded sample as `ReceivedAudio`, with its times.
-    func receivedAudio(_ sample: OpaquePointer, pipeline: UnsafeMutablePointer<GstElement>) -> ReceivedAudio? {
+    /// A decoded sample that a synchronised appsink renders now, as `ReceivedAudio` with its times;
+    /// `sinkLatencyNanos` is the latency the sink renders with.
+    func receivedAudio(_ sample: OpaquePointer, pipeline: UnsafeMutablePointer<GstElement>, sinkLatencyNanos: UInt64) -> ReceivedAudio? {
         guard let buffer = gst_sample_get_buffer(sample) else { return nil }
         var map = GstMapInfo()
         guard gst_buffer_map(buffer, &map, GST_MAP_READ) != 0 else { return nil }
@@ -157,14 +175,17 @@ extension PeerConnection {
             let running = gst_segment_to_running_time(segment, GST_FORMAT_TIME, buffer.pointee.pts)
             if running != UInt64.max { presentation = (UInt64(running) &+ UInt64(gst_element_get_base_time(pipeline))) / 1000 }
         }
-        let (mapping, latency) = shared.withLock { ($0.mapping, $0.latencyNanos / 1000) }
+        let mapping = shared.withLock { $0.mapping }
+        // Played at its timestamp plus the sink's latency, or now if it came late: the first few
+        // buffers of a stream reach the sink ~100 ms after their time while the branch starts.
+        let playout = max(presentation &+ sinkLatencyNanos / 1000, UInt64(g_get_monotonic_time()))
         let sender = mapping.map { mapping -> UInt64 in
             var mapping = mapping
             mapping.latencyMicros = 0
             return mapping.senderMediaTimeMicros(playingAt: presentation)
         }
         return ReceivedAudio(samples: samples, sampleRate: 48_000, presentationTimeMicros: presentation,
-                             playoutTimeMicros: presentation &+ latency, senderMediaTimeMicros: sender)
+                             playoutTimeMicros: playout, senderMediaTimeMicros: sender)
     }
 
     /// A buffer timestamp on `pad` as clock time (ns): running time plus the pipeline's base time.
