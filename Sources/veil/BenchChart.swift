@@ -236,9 +236,13 @@ struct BenchChart {
         }
     }
 
+    /// The kinds of bar the chart has, right-aligned at `right`.
     private func drawLegend(on canvas: Canvas, right: Float, baseline: Float) {
-        let entries: [(String, Color, Bool)] = [("Veil", Self.veilColor, false), ("others, measured here", Self.otherColor, false),
-                                                ("quoted, not measured", Self.quotedColor, true)]
+        let bars = panels.flatMap(\.bars)
+        var entries: [(String, Color, Bool)] = []
+        if bars.contains(where: \.isVeil) { entries.append(("Veil", Self.veilColor, false)) }
+        if bars.contains(where: { !$0.isVeil && !$0.isQuoted }) { entries.append(("others, measured here", Self.otherColor, false)) }
+        if bars.contains(where: { !$0.isVeil && $0.isQuoted }) { entries.append(("quoted, not measured", Self.quotedColor, true)) }
         var x = right
         for (text, color, hatched) in entries.reversed() {
             let textWidth = canvas.textWidth(text, size: 13) ?? 0

@@ -35,7 +35,7 @@ with the date, machine, Swift version and git commit, to DIR/latest.md and DIR/l
 chart of the medians and bandwidths to DIR/latest.png.
 
 OPTIONS:
-  --out DIR      Where latest.md and latest.json go (default bench/results)
+  --out DIR      Where latest.md, latest.json and latest.png go (default bench/results)
   --quick        90 frames per clip instead of all 270: well under a minute
   --frames N     Frames per clip, 20…270 (overrides --quick)
   --no-pin       Let the scheduler move the thread between cores
