@@ -26,7 +26,7 @@ speech as the voice, and drawing the other at 30 fps. It measures join time (bob
 jitter buffer, render), expression vs audio bytes per second and the lip-sync offset, over 20 s
 of call (5 s with --quick).
 
-Then bandwidth: the same clips sent as ExpressionFrames, as the seed app's landmark JSON, as VMC
+Bandwidth (before the call): the same clips sent as ExpressionFrames, as the seed app's landmark JSON, as VMC
 blendshape messages over OSC, and as VP8 and H.264 video (500 kbit/s real-time and constant
 quality), in bytes per second of payload and on the wire (headers modelled).
 
