@@ -633,9 +633,10 @@ private final class Encoder {
 }
 
 /// The appsrcs a failing pipeline must unblock, owned by the bus's sync handler (released by its
-/// destroy notify). `@unchecked Sendable`: the handler runs on streaming threads, the array never
-/// changes, and `gst_app_src_set_max_buffers` is thread-safe.
-private final class BlockingSources: @unchecked Sendable {
+/// destroy notify); used by `VideoWriter` and `VideoBitrateMeter`. `@unchecked Sendable`: the
+/// handler runs on streaming threads, the array never changes, and `gst_app_src_set_max_buffers` is
+/// thread-safe.
+final class BlockingSources: @unchecked Sendable {
     private let sources: [UnsafeMutablePointer<GstElement>]
 
     init(_ sources: [UnsafeMutablePointer<GstElement>]) { self.sources = sources }

@@ -56,6 +56,8 @@ struct BenchReport: Codable {
     var backgroundMilliseconds = Stats([])
     var wire = Wire([], framesPerSecond: 30)
     var videoRead: VideoRead?
+    /// The bandwidth comparison (`BandwidthBenchmark`); nil with --no-bandwidth.
+    var bandwidth: Bandwidth?
     /// The local two-person call; nil with --no-call or when it could not run (`callSkipped` says why).
     var call: Call?
     var callSkipped: String?
@@ -367,6 +369,10 @@ struct BenchReport: Codable {
                          + "\(ms(v.perFrameMilliseconds.p50)) ms/frame p50 (p95 \(ms(v.perFrameMilliseconds.p95)), mean "
                          + "\(ms(v.perFrameMilliseconds.mean))) over \(v.frames) frames, after \(ms(v.openToFirstFrameMilliseconds)) ms "
                          + "from opening to the first frame.")
+        }
+        if let b = bandwidth {
+            lines.append("")
+            lines.append(contentsOf: b.markdown(call: call))
         }
         if let c = call {
             lines.append("")

@@ -26,21 +26,27 @@ speech as the voice, and drawing the other at 30 fps. It measures join time (bob
 jitter buffer, render), expression vs audio bytes per second and the lip-sync offset, over 20 s
 of call (5 s with --quick).
 
+Bandwidth (before the call): the same clips sent as ExpressionFrames, as the seed app's landmark JSON, as VMC
+blendshape messages over OSC, and as VP8 and H.264 video (500 kbit/s real-time and constant
+quality), in bytes per second of payload and on the wire (headers modelled).
+
 Prints a Markdown report on stdout (progress on stderr) and writes it, and the same numbers as JSON
-with the date, machine, Swift version and git commit, to DIR/latest.md and DIR/latest.json.
+with the date, machine, Swift version and git commit, to DIR/latest.md and DIR/latest.json, and a
+chart of the medians and bandwidths to DIR/latest.png.
 
 OPTIONS:
-  --out DIR      Where latest.md and latest.json go (default bench/results)
+  --out DIR      Where latest.md, latest.json and latest.png go (default bench/results)
   --quick        90 frames per clip instead of all 270: well under a minute
   --frames N     Frames per clip, 20…270 (overrides --quick)
   --no-pin       Let the scheduler move the thread between cores
   --no-video     Skip timing the read-back of the clip from an H.264 MP4
   --no-call      Skip the two-person call
+  --no-bandwidth Skip the bandwidth comparison (and its video encodes)
   --quiet        No progress output (the report is still printed)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -52,6 +58,7 @@ func runBench(_ argv: [String]) throws {
     bench.pin = !args.flag("no-pin")
     bench.timeVideoRead = !args.flag("no-video")
     bench.measureCall = !args.flag("no-call")
+    bench.measureBandwidth = !args.flag("no-bandwidth")
     bench.quiet = args.flag("quiet")
     let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
 
@@ -62,10 +69,11 @@ func runBench(_ argv: [String]) throws {
         try FileManager.default.createDirectory(at: outputDirectory, withIntermediateDirectories: true)
         try Data(markdown.utf8).write(to: outputDirectory.appendingPathComponent("latest.md"), options: .atomic)
         try report.json().write(to: outputDirectory.appendingPathComponent("latest.json"), options: .atomic)
+        try report.chart.writePNG(to: outputDirectory.appendingPathComponent("latest.png").path)
     } catch {
         throw VeilError.io("cannot write the results into \(outputDirectory.path) (\(error.localizedDescription)); give a writable --out DIR")
     }
-    if !bench.quiet { Terminal.note("wrote \(outputDirectory.path)/latest.md and latest.json") }
+    if !bench.quiet { Terminal.note("wrote \(outputDirectory.path)/latest.md, latest.json and latest.png") }
 }
 
 /// The measurements behind `veil bench`: synthesise the clips, then time tracking, drawing and the
@@ -82,6 +90,7 @@ struct Benchmark {
     var pin = true
     var timeVideoRead = true
     var measureCall = true
+    var measureBandwidth = true
     var quiet = false
 
     /// One synthetic clip, every frame in memory.
@@ -111,6 +120,13 @@ struct Benchmark {
                 report.rendering.append(try measureRendering(expressions, style: style, name: name))
             }
             report.backgroundMilliseconds = try measureBackground(frames: expressions.count)
+        }
+
+        if measureBandwidth {
+            var bandwidth = BandwidthBenchmark()
+            bandwidth.framesPerSecond = script.framesPerSecond
+            bandwidth.quiet = quiet
+            report.bandwidth = try bandwidth.run(clips: clips, tracker: tracker)
         }
 
         // The call runs unpinned (after the CPU set is restored): its threads, and GStreamer's,
