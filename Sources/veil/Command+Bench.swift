@@ -36,11 +36,12 @@ OPTIONS:
   --no-pin       Let the scheduler move the thread between cores
   --no-video     Skip timing the read-back of the clip from an H.264 MP4
   --no-call      Skip the two-person call
+  --no-peers     Skip dlib and MediaPipe (installed by bench/peers/setup, which `make bench` runs)
   --quiet        No progress output (the report is still printed)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-peers", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -52,6 +53,7 @@ func runBench(_ argv: [String]) throws {
     bench.pin = !args.flag("no-pin")
     bench.timeVideoRead = !args.flag("no-video")
     bench.measureCall = !args.flag("no-call")
+    bench.measurePeers = !args.flag("no-peers")
     bench.quiet = args.flag("quiet")
     let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
 
@@ -82,6 +84,8 @@ struct Benchmark {
     var pin = true
     var timeVideoRead = true
     var measureCall = true
+    /// Run dlib and MediaPipe on the same frames (Bench+Peers.swift).
+    var measurePeers = true
     var quiet = false
 
     /// One synthetic clip, every frame in memory.
@@ -112,6 +116,8 @@ struct Benchmark {
             }
             report.backgroundMilliseconds = try measureBackground(frames: expressions.count)
         }
+        // Each peer is its own process, pinned with taskset; started after the CPU set is restored.
+        if measurePeers { report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker) }
 
         // The call runs unpinned (after the CPU set is restored): its threads, and GStreamer's,
         // inherit the affinity of the thread that creates them.
