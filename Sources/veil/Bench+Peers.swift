@@ -453,6 +453,7 @@ extension PeerTracking {
                      + "with expression estimation and wire encoding. The others run in a child process each, reading raw RGB frames from a "
                      + "file (not timed); only the tracking call is timed: dlib's detector and predictor on every frame; MediaPipe's "
                      + "`FaceMesh.process` in video mode (`static_image_mode=False`: it detects only when the mesh has lost the face, as Veil does). "
+                     + "× Veil is a tracker's median over Veil's: below 1 is faster than Veil. "
                      + (pinnedToCPU0 ? "Each was pinned to CPU 0 (`taskset -c 0`) with OMP/BLAS/TF thread counts set to 1, as Veil's tracker runs on one thread pinned to CPU 0."
                                      : "Not pinned: \(pinning)."))
         lines.append("")
