@@ -334,12 +334,24 @@ extension BenchReport {
     /// (the bandwidth comparison, when measured).
     var chart: BenchChart {
         var speed: [BenchChart.Bar] = [
-            BenchChart.Bar(label: "Veil: track 640×480 → wire bytes", value: tracking.total.p50, isVeil: true),
+            BenchChart.Bar(label: "Veil: track → wire bytes", value: tracking.total.p50, isVeil: true),
         ]
+        // The peers on the same frames (landmarks only, so Veil's bar is its tracker call too).
+        if let peers {
+            for row in peers.rows where row.id != "veil" && row.unavailable == nil && row.milliseconds.count > 0 {
+                let short = ["dlib": "dlib (face_recognition's way)", "mediapipe": "MediaPipe Python",
+                             "mediapipe-refined": "MediaPipe Python, refined"][row.id] ?? row.id
+                speed.append(BenchChart.Bar(label: "\(short): track → landmarks", value: row.milliseconds.p50, isVeil: false))
+            }
+        }
         for r in rendering {
             speed.append(BenchChart.Bar(label: "Veil: draw avatar (\(r.style))", value: r.milliseconds.p50, isVeil: true))
         }
-        var panels = [BenchChart.Panel(title: "Milliseconds per frame, median, one core", scale: .linear, unit: .millisecondsPerFrame, bars: speed)]
+        // dlib is ~30× Veil: a linear axis would flatten every other bar.
+        let values = speed.map(\.value).filter { $0 > 0 }
+        let wide = (values.max() ?? 1) / (values.min() ?? 1) > 20
+        var panels = [BenchChart.Panel(title: "Milliseconds per frame, median, one core",
+                                       scale: wide ? .logarithmic : .linear, unit: .millisecondsPerFrame, bars: speed)]
         if let bandwidth {
             let unit = BenchChart.Unit.bytesPerSecond
             let veil = bandwidth.veil?.payloadBytesPerSecond ?? 0

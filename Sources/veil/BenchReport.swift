@@ -61,6 +61,8 @@ struct BenchReport: Codable {
     /// The local two-person call; nil with --no-call or when it could not run (`callSkipped` says why).
     var call: Call?
     var callSkipped: String?
+    /// dlib and MediaPipe on the same frames and stills; nil with --no-peers.
+    var peers: PeerTracking?
 
     /// Frame in → wire bytes out, milliseconds per frame over every measured frame.
     struct Tracking: Codable {
@@ -336,6 +338,10 @@ struct BenchReport: Codable {
         lines.append("| all | \(t.frames) | \(t.trackedFrames) (\(percent(t.trackedFrames, t.frames))) | \(t.detectorRuns) | "
                      + "\(ms(t.total.p50)) | \(ms(t.total.p95)) | \(ms(t.total.max)) |")
         lines.append("")
+        if let peers {
+            lines.append(contentsOf: peers.markdown(width: width, height: height))
+            lines.append("")
+        }
         lines.append("## Drawing: expression → \(width)×\(height) RGB, default gradient background, one core")
         lines.append("")
         lines.append("| style | p50 ms | p95 ms | mean ms | of which `copy(into:)` p50 ms |")

@@ -42,11 +42,12 @@ OPTIONS:
   --no-video     Skip timing the read-back of the clip from an H.264 MP4
   --no-call      Skip the two-person call
   --no-bandwidth Skip the bandwidth comparison (and its video encodes)
+  --no-peers     Skip dlib and MediaPipe (installed by bench/peers/setup, which `make bench` runs)
   --quiet        No progress output (the report is still printed)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -59,6 +60,7 @@ func runBench(_ argv: [String]) throws {
     bench.timeVideoRead = !args.flag("no-video")
     bench.measureCall = !args.flag("no-call")
     bench.measureBandwidth = !args.flag("no-bandwidth")
+    bench.measurePeers = !args.flag("no-peers")
     bench.quiet = args.flag("quiet")
     let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
 
@@ -91,6 +93,8 @@ struct Benchmark {
     var timeVideoRead = true
     var measureCall = true
     var measureBandwidth = true
+    /// Run dlib and MediaPipe on the same frames (Bench+Peers.swift).
+    var measurePeers = true
     var quiet = false
 
     /// One synthetic clip, every frame in memory.
@@ -121,6 +125,8 @@ struct Benchmark {
             }
             report.backgroundMilliseconds = try measureBackground(frames: expressions.count)
         }
+        // Each peer is its own process, pinned with taskset; started after the CPU set is restored.
+        if measurePeers { report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker) }
 
         if measureBandwidth {
             var bandwidth = BandwidthBenchmark()

@@ -13,7 +13,8 @@ final class LandmarkAccuracyTests: XCTestCase {
         let truth = try Photos.annotation((photo as NSString).deletingPathExtension + ".pts").map { $0 * scale + offset }
         let found = try XCTUnwrap(tracker.landmarks(inStill: frame), "no face found in \(photo)")
         let mesh = try XCTUnwrap(found.mesh)
-        return (IBUG68.normalizedError(mesh: mesh, truth: truth), found)
+        let error = try XCTUnwrap(IBUG68.normalizedError(mesh: mesh, truth: truth), "mesh of \(mesh.count) points")
+        return (error, found)
     }
 
     func testTakeoFrontalFace() throws {
