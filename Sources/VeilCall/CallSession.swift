@@ -111,6 +111,8 @@ public final class CallSession: @unchecked Sendable {
         var muted = false
         /// The sink chosen with `setAudioOutputDevice(_:)`, for every PulseAudio output from then on.
         var outputDevice: String?
+        /// STUN/TURN servers the room server handed out in `joined`, for peers from then on.
+        var iceServers: [ICEServer] = []
         var leaving = false
         var joined = false
         var policy: ReconnectionPolicy
@@ -325,7 +327,11 @@ public final class CallSession: @unchecked Sendable {
         switch message {
         case .joined(let joined):
             let now = mediaTimeMicros
-            _ = state.withLock { s in s.joined = true; return s.policy.connected(at: now) }
+            _ = state.withLock { s in
+                s.joined = true
+                s.iceServers = joined.iceServers
+                return s.policy.connected(at: now)
+            }
             eventSink.yield(.connection(.connected))
             eventSink.yield(.joined(participants: joined.participants, resumed: joined.resumed))
             // The newcomer offers to everyone already there; peers that survived a signaling
@@ -388,10 +394,14 @@ public final class CallSession: @unchecked Sendable {
     private func createPeer(for user: String, role: PeerConnection.Role) -> PeerConnection? {
         let peer: PeerConnection
         var output = configuration.audioOutput(user)
-        if case .pulse = output, let chosen = state.withLock({ $0.outputDevice }) { output = .pulse(device: chosen) }
+        let (chosen, iceServers) = state.withLock { ($0.outputDevice, $0.iceServers) }
+        if case .pulse = output, let chosen { output = .pulse(device: chosen) }
+        // The configuration's own STUN/TURN servers win; the room server's fill the gaps.
+        var peerConfiguration = configuration.peer
+        peerConfiguration.adopt(iceServers)
         do {
             peer = try PeerConnection(loop: loop, role: role, audioSource: configuration.audioInput,
-                                      audioOutput: output, configuration: configuration.peer)
+                                      audioOutput: output, configuration: peerConfiguration)
         } catch {
             eventSink.yield(.error(code: "media", message: "cannot start a connection to \(user): \(error)"))
             return nil

@@ -1,9 +1,15 @@
+import Foundation
+import VeilCore
+
 /// Settings of a `PeerConnection`. The defaults suit a voice call with the expression stream.
 public struct PeerConfiguration: Sendable, Equatable {
     /// STUN server as `stun://host:port`, or nil for host candidates only (same network, tests).
     public var stunServer: String?
     /// TURN server as `turn(s)://user:password@host:port`, or nil.
     public var turnServer: String?
+    /// Sends everything through `turnServer`: only relay candidates are gathered and offered, so
+    /// the other side learns the TURN server's address, never this machine's. Costs a relay hop.
+    public var relayOnly: Bool
     /// Receive jitter-buffer depth in milliseconds: the delay added to absorb network jitter.
     public var jitterBufferMillis: UInt32
     /// Opus target bit rate in bits per second (speech: 16 000–40 000).
@@ -19,15 +25,51 @@ public struct PeerConfiguration: Sendable, Equatable {
     public var expressionChannelLabel: String
 
     /// A configuration; every parameter has a default fit for a voice call.
-    public init(stunServer: String? = nil, turnServer: String? = nil, jitterBufferMillis: UInt32 = 100,
+    public init(stunServer: String? = nil, turnServer: String? = nil, relayOnly: Bool = false, jitterBufferMillis: UInt32 = 100,
                 opusBitrate: Int32 = 32_000, rtcpIntervalMillis: UInt32 = 1_000,
                 maximumBufferedExpressionBytes: UInt64 = 4 * 128, expressionChannelLabel: String = "expressions") {
         self.stunServer = stunServer
         self.turnServer = turnServer
+        self.relayOnly = relayOnly
         self.jitterBufferMillis = jitterBufferMillis
         self.opusBitrate = opusBitrate
         self.rtcpIntervalMillis = rtcpIntervalMillis
         self.maximumBufferedExpressionBytes = maximumBufferedExpressionBytes
         self.expressionChannelLabel = expressionChannelLabel
+    }
+}
+
+extension PeerConfiguration {
+    /// Fills `stunServer` and `turnServer`, where not set already, from servers in WebRTC's
+    /// `RTCIceServer` form (what the room server hands out in `joined`): the first `stun:` URL and
+    /// the first `turn:`/`turns:` URL with its user name and credential. Malformed URLs are skipped.
+    public mutating func adopt(_ servers: [ICEServer]) {
+        for server in servers {
+            for url in server.urls {
+                guard let colon = url.firstIndex(of: ":") else { continue }
+                let scheme = url[..<colon].lowercased()
+                // host:port, without a `?transport=` query or a `//` some configurations carry.
+                var address = String(url[url.index(after: colon)...])
+                if address.hasPrefix("//") { address.removeFirst(2) }
+                if let query = address.firstIndex(of: "?") { address = String(address[..<query]) }
+                guard !address.isEmpty, !address.contains("@"), !address.contains("/"),
+                      !address.unicodeScalars.contains(where: { $0.value <= 0x20 }) else { continue }
+                switch scheme {
+                case "stun" where stunServer == nil:
+                    stunServer = "stun://\(address)"
+                case "turn" where turnServer == nil, "turns" where turnServer == nil:
+                    guard let user = server.username, let credential = server.credential else { continue }
+                    turnServer = "\(scheme)://\(Self.userInfoEscaped(user)):\(Self.userInfoEscaped(credential))@\(address)"
+                default:
+                    continue
+                }
+            }
+        }
+    }
+
+    private static func userInfoEscaped(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 }

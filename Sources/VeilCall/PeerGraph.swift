@@ -70,6 +70,12 @@ final class PeerGraph: @unchecked Sendable {
         veil_object_set_uint(object, "latency", configuration.jitterBufferMillis)
         if let stun = configuration.stunServer { veil_object_set_string(object, "stun-server", stun) }
         if let turn = configuration.turnServer { veil_object_set_string(object, "turn-server", turn) }
+        if configuration.relayOnly {
+            guard configuration.turnServer != nil else {
+                throw PeerError(.invalidArgument, "relay-only needs a TURN server (turn://user:password@host:port) to relay through")
+            }
+            veil_object_set_int(object, "ice-transport-policy", Int32(GST_WEBRTC_ICE_TRANSPORT_POLICY_RELAY.rawValue))
+        }
         if let ice = veil_object_get_object(object, "ice-agent") {
             veil_object_set_bool(ice, "ice-tcp", 0)
             g_object_unref(ice)

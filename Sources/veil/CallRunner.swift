@@ -22,6 +22,8 @@ final class CallRunner: @unchecked Sendable {
         var video: String?
         var audioIn: AudioInput = .silence
         var audioOut: AudioOutput = .discard
+        /// STUN/TURN settings (the room server's `--ice-server` fills what is not set here).
+        var peer = PeerConfiguration()
         var output: Output = .none
         var size: (width: Int, height: Int) = (640, 480)
         var style: AvatarStyle = .mask
@@ -79,7 +81,7 @@ final class CallRunner: @unchecked Sendable {
         let chosen = output
         session = CallSession(configuration: .init(server: options.server, room: options.room, user: options.user,
                                                    token: options.token, audioInput: options.audioIn,
-                                                   audioOutput: { _ in chosen }))
+                                                   audioOutput: { _ in chosen }, peer: options.peer))
         report = Mutex(Report(user: options.user))
     }
 

@@ -27,6 +27,10 @@ OPTIONS:
                            (default: window when a display is available, else none)
   --style sketch|mask      Avatar style (default mask)
   --duration S             Leave after S seconds
+  --stun URL               STUN server, stun://HOST:PORT (default: what the room server hands out)
+  --turn URL               TURN server, turn://USER:PASSWORD@HOST:PORT (likewise)
+  --relay-only             Send everything through the TURN server: the others see its address,
+                           never yours (needs a TURN server)
   --json                   Print events and statistics (every 2 s) as JSON lines on stdout
 
 KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound server) · b background ·
@@ -35,8 +39,8 @@ KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound se
 
 func runCall(_ argv: [String]) throws {
     let args = try Arguments(argv, valued: ["server", "room", "user", "token", "camera", "video", "audio-in", "audio-out",
-                                            "out", "style", "duration", "size", "background"],
-                             booleans: ["json", "quiet"])
+                                            "out", "style", "duration", "size", "background", "stun", "turn"],
+                             booleans: ["json", "quiet", "relay-only"])
     guard args.positionals.isEmpty else { throw UsageError("call takes no positional arguments") }
     guard let serverText = args.value("server"), let server = URL(string: serverText), server.scheme == "ws" || server.scheme == "wss" else {
         throw UsageError("call needs --server ws://HOST:PORT/ws")
@@ -90,6 +94,17 @@ func runCall(_ argv: [String]) throws {
         guard let seconds = TimeInterval(duration), seconds > 0 else { throw UsageError("--duration must be a number of seconds") }
         options.duration = seconds
     }
+    if let stun = args.value("stun") {
+        guard stun.hasPrefix("stun://") else { throw UsageError("--stun takes stun://HOST:PORT") }
+        options.peer.stunServer = stun
+    }
+    if let turn = args.value("turn") {
+        guard turn.hasPrefix("turn://") || turn.hasPrefix("turns://"), turn.contains("@") else {
+            throw UsageError("--turn takes turn://USER:PASSWORD@HOST:PORT")
+        }
+        options.peer.turnServer = turn
+    }
+    options.peer.relayOnly = args.flag("relay-only")
     options.json = args.flag("json")
     options.quiet = args.flag("quiet")
 

@@ -22,7 +22,9 @@ OPTIONS:
   --secret-file PATH   The token signing secret (default \(ServerSecret.defaultFile().path)),
                        created with mode 0600 if absent. Without this option $VEIL_SECRET
                        (hex or base64, ≥ 32 bytes) takes precedence over the default file.
-  --ice-server URL     A STUN/TURN URL handed to clients in `joined` (comma-separated for several)
+  --ice-server URL     A STUN/TURN server handed to clients in `joined` (comma-separated for
+                       several): stun:HOST:PORT, or turn:USER:PASSWORD@HOST:PORT for a TURN server
+                       with a static user (every client gets that user)
 """, run: runServe)
 
 let tokenCommand = Command(name: "token", help: """
@@ -54,10 +56,7 @@ func runServe(_ argv: [String]) throws {
     let port = try args.int("port", default: RoomServer.defaultPort, range: 0...65535)
     let roomSize = try args.int("room-size", default: 8, range: 2...32)
     let host = args.value("host") ?? "127.0.0.1"
-    let iceServers = (args.value("ice-server") ?? "").split(separator: ",").map { ICEServer(urls: [String($0)]) }
-    for server in iceServers where !["stun:", "stuns:", "turn:", "turns:"].contains(where: server.urls[0].hasPrefix) {
-        throw UsageError("--ice-server must be a stun:, stuns:, turn: or turns: URL, not \(server.urls[0])")
-    }
+    let iceServers = try (args.value("ice-server") ?? "").split(separator: ",").map { try iceServer(String($0)) }
     let (secret, source) = try loadSecret(args, createIfMissing: true)
 
     let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
@@ -114,4 +113,24 @@ func parseDuration(_ text: String, option: String) throws -> TimeInterval {
         throw UsageError("--\(option) must be a duration such as 90s, 10m, 2h or 1d, at most 30d; not \(text)")
     }
     return TimeInterval(value) * unit
+}
+
+/// One `--ice-server` entry: `stun:HOST:PORT`, `turn:HOST:PORT`, or with a TURN user
+/// `turn:USER:PASSWORD@HOST:PORT` (user and password go into the entry's own fields, as WebRTC's
+/// RTCIceServer has them).
+func iceServer(_ text: String) throws -> ICEServer {
+    guard let colon = text.firstIndex(of: ":"), ["stun", "stuns", "turn", "turns"].contains(text[..<colon].lowercased()) else {
+        throw UsageError("--ice-server must be a stun:, stuns:, turn: or turns: URL, not \(text)")
+    }
+    let scheme = text[..<colon]
+    var rest = text[text.index(after: colon)...]
+    if rest.hasPrefix("//") { rest = rest.dropFirst(2) }
+    guard let at = rest.lastIndex(of: "@") else { return ICEServer(urls: ["\(scheme):\(rest)"]) }
+    let credentials = rest[..<at]
+    guard scheme.lowercased().hasPrefix("turn"), let split = credentials.firstIndex(of: ":"),
+          !credentials[..<split].isEmpty, !rest[rest.index(after: at)...].isEmpty else {
+        throw UsageError("--ice-server: credentials go with TURN only, as turn:USER:PASSWORD@HOST:PORT (got \(text))")
+    }
+    return ICEServer(urls: ["\(scheme):\(rest[rest.index(after: at)...])"],
+                     username: String(credentials[..<split]), credential: String(credentials[credentials.index(after: split)...]))
 }

@@ -44,6 +44,8 @@ final class PeerRecorder: Sendable {
     let heardMicros = Mutex<[UInt64]>([])
     let streamsEnded = Mutex(0)
     let descriptions = Mutex<[SessionDescription]>([])
+    /// The ICE candidates this side trickled to the other.
+    let candidates = Mutex<[String]>([])
     /// Errors this side threw when handed the other side's signaling.
     let rejected = Mutex<[PeerError]>([])
 
@@ -103,6 +105,7 @@ final class PeerPair: @unchecked Sendable {
             tasks.append(Task {
                 for await signal in from.signaling {
                     var signal = signal
+                    if case .candidate(let candidate) = signal { recorder.candidates.withLock { $0.append(candidate.candidate) } }
                     if case .description(var description) = signal {
                         recorder.descriptions.withLock { $0.append(description) }
                         if let alter {
