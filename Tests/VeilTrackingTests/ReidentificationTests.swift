@@ -1,0 +1,435 @@
+import Foundation
+import XCTest
+import VeilCore
+import VeilSynth
+@testable import VeilTracking
+
+/// A re-identification experiment: can a nearest-neighbour classifier tell who is on camera from
+/// what Veil transmits, and from the raw landmarks that the approach Veil replaces transmitted?
+///
+/// Each photo in Veil's cache (five different people) is animated by `TalkingFaceSynthesizer` in
+/// two independent sessions. A session is a fresh `ExpressionCapture` (so a fresh neutral
+/// calibration) fed a random performance: a warm-up during which the estimator calibrates, then
+/// one-second segments, each drawn from the same random distribution of speech, blinks, smiles,
+/// brow raises and head turns with its own seed. What is said and done therefore differs from
+/// segment to segment and from person to person while following the same statistics for all.
+///
+/// Per segment two feature vectors are taken:
+/// - the transmitted stream: every frame's wire bytes decoded back into an `ExpressionFrame`, then
+///   per-coefficient mean and standard deviation over the segment, the same for head pose
+///   (yaw, pitch, roll) and gaze (x, y): 114 values;
+/// - the raw landmarks: the tracker's 468-point mesh in 2-D, translated to its centroid and scaled
+///   to unit RMS radius, averaged over the segment: 936 values.
+///
+/// A 1-nearest-neighbour classifier (Euclidean distance on features standardised with the
+/// training set's mean and deviation) is trained on one session of every person and tested on the
+/// other session, both ways round. Testing on another session is what an adversary holding an
+/// earlier recording of a person would do; it also keeps artefacts of one session's calibration
+/// (which link segments of the same call together, not to a person) from counting as identity.
+/// Leave-one-segment-out over everything is reported beside it for comparison.
+///
+/// Everything is seeded: the run is deterministic, so the statistical bound below is checked
+/// against one fixed sample, not re-drawn on every run.
+final class ReidentificationTests: XCTestCase {
+    /// Photos in Veil's cache, one person each.
+    static let photos = ["astronaut.png", "takeo.ppm", "breakingbad.jpg", "einstein.jpg", "lenna.png"]
+    static let sessionsPerPerson = 2
+    static let segmentsPerSession = 12
+    static let framesPerSecond = 30.0
+    /// Seconds at the start of each session: the estimator's 45-frame calibration, then a margin.
+    static let warmUpSeconds = 2.0
+    static let segmentSeconds = 1.0
+
+    /// One segment of one session of one person.
+    struct Segment {
+        var person: Int
+        var session: Int
+        var index: Int
+        /// Features of the decoded ExpressionFrames.
+        var stream: [Double]
+        /// Features of the tracker's raw landmarks.
+        var landmarks: [Double]
+        /// Diagnostic: stream features when the estimator reads the synthesiser's exact mesh instead
+        /// of the tracker's (no tracking error; no pupils, so no gaze).
+        var exactMeshStream: [Double] = []
+        /// Scripted mean jaw drop and head yaw, and the stream's mean jawOpen and yaw, for the check
+        /// that the stream does carry the performance.
+        var scriptedJaw: Double, streamJaw: Double, scriptedYaw: Double, streamYaw: Double
+    }
+
+    /// Named ranges of the stream's feature vector, for the per-part breakdown.
+    static let streamParts: [(name: String, range: Range<Int>)] = {
+        let c = BlendShape.allCases.count
+        return [("coefficient means", 0..<c), ("coefficient deviations", c..<2 * c),
+                ("head pose", 2 * c..<2 * c + 6), ("gaze", 2 * c + 6..<2 * c + 10)]
+    }()
+
+    /// The coefficients each scripted action mainly drives, for the per-channel breakdown.
+    static let channels: [(name: String, shapes: [BlendShape])] = [
+        ("jawOpen", [.jawOpen]), ("eyeBlink", [.eyeBlinkLeft, .eyeBlinkRight]),
+        ("mouthSmile", [.mouthSmileLeft, .mouthSmileRight]), ("brows up", [.browInnerUp, .browOuterUpLeft, .browOuterUpRight]),
+    ]
+
+    nonisolated(unsafe) static var cachedSegments: [Segment]?
+
+    // MARK: - The tests
+
+    /// The privacy claim: from the decoded stream of one session, a nearest-neighbour classifier
+    /// trained on another session of every person names the person no more often than chance
+    /// allows (one-sided binomial 95 % bound for the number of predictions). Prints the whole
+    /// experiment, with a breakdown by part of the stream and the confusion matrix.
+    func testTheTransmittedStreamDoesNotIdentifyPeople() throws {
+        let segments = try Self.segments()
+        let people = Set(segments.map(\.person)).count
+        let chance = 1.0 / Double(people)
+        let stream = Self.crossSessionAccuracy(segments, \.stream)
+        let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
+        let bound = Self.binomialUpperQuantile(trials: stream.total, probability: chance, level: 0.95)
+        let streamLOO = Self.leaveOneOutAccuracy(segments, \.stream)
+        let landmarkLOO = Self.leaveOneOutAccuracy(segments, \.landmarks)
+
+        print("re-identification: \(people) people, \(segments.count) segments of \(Self.segmentSeconds) s, chance \(Self.percent(chance))")
+        print("  train on one session, test on the other (both ways), \(stream.total) predictions:")
+        print("    Veil stream:   \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
+              + " (chance + binomial 95 % bound: ≤ \(bound) correct = \(Self.percent(Double(bound) / Double(stream.total))))")
+        print("    raw landmarks: \(landmarks.correct)/\(landmarks.total) = \(Self.percent(landmarks.accuracy))")
+        print("  leave one segment out, \(streamLOO.total) predictions (same-session neighbours allowed):")
+        print("    Veil stream:   \(streamLOO.correct)/\(streamLOO.total) = \(Self.percent(streamLOO.accuracy))")
+        print("    raw landmarks: \(landmarkLOO.correct)/\(landmarkLOO.total) = \(Self.percent(landmarkLOO.accuracy))")
+        print("  the stream by part, cross-session:")
+        for part in Self.streamParts {
+            let cross = Self.crossSessionAccuracy(segments) { Array($0.stream[part.range]) }
+            print("    \(part.name): \(Self.percent(cross.accuracy))")
+        }
+        for (name, shapes) in Self.channels {
+            let columns = shapes.flatMap { [$0.rawValue, BlendShape.allCases.count + $0.rawValue] }
+            let cross = Self.crossSessionAccuracy(segments) { s in columns.map { s.stream[$0] } }
+            print("    \(name) alone (mean and deviation): \(Self.percent(cross.accuracy))")
+        }
+        let exact = Self.crossSessionAccuracy(segments, \.exactMeshStream)
+        print("  diagnostic, the estimator on the synthesiser's exact mesh (no tracker, no gaze): \(Self.percent(exact.accuracy))")
+        for part in Self.streamParts.prefix(3) {
+            let cross = Self.crossSessionAccuracy(segments) { Array($0.exactMeshStream[part.range]) }
+            print("    \(part.name): \(Self.percent(cross.accuracy))")
+        }
+        print("  confusion of the stream, cross-session (rows: true person, columns: predicted):")
+        for (row, name) in zip(Self.crossSessionConfusion(segments, \.stream), Self.photos) {
+            print("    \(name.padding(toLength: 16, withPad: " ", startingAt: 0)) \(row.map { String(format: "%3d", $0) }.joined(separator: " "))")
+        }
+
+        XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
+        XCTAssertLessThanOrEqual(stream.correct, bound,
+                                 "the transmitted stream identified people above chance: \(Self.percent(stream.accuracy)) vs \(Self.percent(chance))")
+    }
+
+    /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
+    func testRawLandmarksIdentifyPeople() throws {
+        let segments = try Self.segments()
+        let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
+        print("re-identification from raw landmarks, cross-session: \(landmarks.correct)/\(landmarks.total) = \(Self.percent(landmarks.accuracy))")
+        XCTAssertGreaterThanOrEqual(Set(segments.map(\.person)).count, 4, "the experiment needs at least four people")
+        XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should identify people reliably")
+    }
+
+    /// The control that makes the headline mean something: the stream is not blank or noise; for
+    /// every person, the segments' mean jawOpen follows the script's mean jaw drop. Also prints,
+    /// per person, how strongly jawOpen and yaw respond to the same scripted movement (the slope of
+    /// stream against script over the segments) and how well yaw follows.
+    func testTheStreamCarriesThePerformance() throws {
+        let segments = try Self.segments()
+        for (person, photo) in Self.photos.enumerated() {
+            let mine = segments.filter { $0.person == person }
+            let jaw = pearsonCorrelation(mine.map(\.scriptedJaw), mine.map(\.streamJaw))
+            let yaw = pearsonCorrelation(mine.map(\.scriptedYaw), mine.map(\.streamYaw))
+            let jawSlope = Self.slope(mine.map(\.scriptedJaw), mine.map(\.streamJaw))
+            let yawSlope = Self.slope(mine.map(\.scriptedYaw), mine.map(\.streamYaw))
+            print("\(photo): per-segment means, script vs stream: jaw r = \(String(format: "%.2f", jaw)), "
+                  + "jawOpen per unit jaw drop \(String(format: "%.2f", jawSlope)); yaw r = \(String(format: "%.2f", yaw)), "
+                  + "yaw per scripted degree \(String(format: "%.2f", yawSlope))")
+            XCTAssertGreaterThanOrEqual(jaw, 0.7, photo)
+        }
+    }
+
+    /// The classifier and the statistics on inputs whose answer is known.
+    func testClassifierAndBoundOnKnownInputs() {
+        // Two well separated clusters are classified perfectly; identical features give chance.
+        var separated: [Segment] = [], identical: [Segment] = []
+        for person in 0..<2 {
+            for session in 0..<2 {
+                for index in 0..<5 {
+                    let v = [Double(person) * 10 + Double(index) * 0.1, Double(session) * 0.2]
+                    separated.append(Segment(person: person, session: session, index: index, stream: v, landmarks: v,
+                                             scriptedJaw: 0, streamJaw: 0, scriptedYaw: 0, streamYaw: 0))
+                    identical.append(Segment(person: person, session: session, index: index, stream: [1, 2], landmarks: [1, 2],
+                                             scriptedJaw: 0, streamJaw: 0, scriptedYaw: 0, streamYaw: 0))
+                }
+            }
+        }
+        XCTAssertEqual(Self.crossSessionAccuracy(separated, \.stream).accuracy, 1)
+        XCTAssertEqual(Self.leaveOneOutAccuracy(separated, \.stream).accuracy, 1)
+        // Ties go to the first training segment, which is person 0: half right.
+        XCTAssertEqual(Self.crossSessionAccuracy(identical, \.stream).accuracy, 0.5)
+        // Binomial(10, 0.5): P(X ≤ 7) = 0.945, P(X ≤ 8) = 0.989.
+        XCTAssertEqual(Self.binomialUpperQuantile(trials: 10, probability: 0.5, level: 0.95), 8)
+        // Binomial(120, 0.2): mean 24, sd 4.38; the 95 % quantile is 31.
+        XCTAssertEqual(Self.binomialUpperQuantile(trials: 120, probability: 0.2, level: 0.95), 31)
+    }
+
+    // MARK: - Building the data set
+
+    /// Every segment of every session of every person; computed once per test run.
+    static func segments() throws -> [Segment] {
+        if let cachedSegments { return cachedSegments }
+        let tracker = try MediaPipeFaceTracker()
+        let topology = try VeilResources.meshTopology()
+        var segments: [Segment] = []
+        for (person, photo) in photos.enumerated() {
+            let (image, _, _) = try Photos.image(photo).letterboxed(width: 640, height: 480)
+            tracker.reset()
+            guard let mesh = try tracker.landmarks(inStill: image)?.mesh else {
+                throw VeilError.invalidInput("no face found in \(photo)")
+            }
+            let synth = try TalkingFaceSynthesizer(photo: image, mesh: mesh, topology: topology)
+            for session in 0..<sessionsPerPerson {
+                let seed = 0x5EED_0000 &+ UInt64(person) &* 1000 &+ UInt64(session)
+                let script = try performance(seed: seed, segments: segmentsPerSession)
+                segments += try record(synth, script: script, tracker: tracker, topology: topology, person: person, session: session)
+            }
+        }
+        cachedSegments = segments
+        return segments
+    }
+
+    /// Runs one session: a fresh capture (and calibration) over the whole script, then features
+    /// per segment.
+    static func record(_ synth: TalkingFaceSynthesizer, script: ExpressionScript, tracker: MediaPipeFaceTracker,
+                       topology: MeshTopology, person: Int, session: Int) throws -> [Segment] {
+        tracker.reset()
+        let capture = ExpressionCapture(tracker: tracker)
+        var exactEstimator = ExpressionEstimator()
+        var image = RGBImage(width: 640, height: 480)
+        var decoded: [ExpressionFrame] = [], meshes: [[Point3]?] = [], exact: [ExpressionFrame] = []
+        for (n, truth) in script.groundTruth.enumerated() {
+            synth.frame(at: truth.state, into: &image)
+            let micros = UInt64((truth.timeSeconds * 1e6).rounded())
+            let out = try capture.process(image, captureTimeMicros: micros)
+            // What the receiver gets: the wire bytes, decoded.
+            decoded.append(try ExpressionFrame(decoding: out.frame.encoded()))
+            meshes.append(out.tracking.landmarks?.mesh)
+            let exactLandmarks = topology.landmarks(mesh: synth.mesh(at: truth.state), leftPupil: nil, rightPupil: nil, confidence: 1)
+            let expression = exactEstimator.update(exactLandmarks, at: truth.timeSeconds)
+            let frame = ExpressionFrame(sequence: UInt32(n), captureTimeMicros: micros, state: expression == nil ? .lost : .tracked,
+                                        expression: expression ?? .neutral)
+            exact.append(try ExpressionFrame(decoding: frame.encoded()))
+        }
+        let truth = script.groundTruth
+        let perSegment = Int((segmentSeconds * framesPerSecond).rounded())
+        let first = Int((warmUpSeconds * framesPerSecond).rounded())
+        var segments: [Segment] = []
+        for index in 0..<segmentsPerSession {
+            let window = (first + index * perSegment)..<(first + (index + 1) * perSegment)
+            let frames = window.compactMap { decoded[$0].state == .tracked ? decoded[$0] : nil }
+            let windowMeshes = window.compactMap { meshes[$0] }
+            // A segment mostly without a face would be a tracking failure, not an identity test.
+            guard frames.count * 2 >= perSegment, windowMeshes.count * 2 >= perSegment else {
+                throw VeilError.invalidInput("\(photos[person]) session \(session) segment \(index): face tracked in only \(frames.count) of \(perSegment) frames")
+            }
+            let exactFrames = window.compactMap { exact[$0].state == .tracked ? exact[$0] : nil }
+            segments.append(Segment(person: person, session: session, index: index,
+                                    stream: streamFeatures(frames), landmarks: try landmarkFeatures(windowMeshes),
+                                    exactMeshStream: streamFeatures(exactFrames),
+                                    scriptedJaw: mean(window.map { truth[$0].jawDrop }),
+                                    streamJaw: mean(frames.map { Double($0.expression[.jawOpen]) }),
+                                    scriptedYaw: mean(window.map { truth[$0].headYaw }),
+                                    streamYaw: mean(frames.map { Double($0.expression.headPose.yaw) })))
+        }
+        return segments
+    }
+
+    /// A random performance: `warmUpSeconds` then `segments` one-second segments, each with its
+    /// own draws (all actions return to rest at every segment's end, so one segment's content
+    /// does not spill into the next).
+    static func performance(seed: UInt64, segments: Int) throws -> ExpressionScript {
+        typealias K = ExpressionScript.Keyframe
+        var rng = SplitMix64(seed: seed)
+        func uniform(_ range: ClosedRange<Double>) -> Double { Double.random(in: range, using: &rng) }
+        func chance(_ p: Double) -> Bool { uniform(0...1) < p }
+        var jaw: [K] = [], blink: [K] = [], smile: [K] = [], brow: [K] = [], yaw: [K] = []
+        // A rise, a hold and a fall back to rest, inside [start, end].
+        func bump(_ track: inout [K], start: Double, end: Double, peak: Double) {
+            let rise = uniform(0.12...0.25), fall = uniform(0.12...0.25)
+            let begin = uniform(start...max(start, end - rise - fall - 0.05))
+            let top = begin + rise, hold = uniform(top + 0.01...max(top + 0.01, end - fall))
+            track += [K(time: begin, value: 0), K(time: top, value: peak), K(time: hold, value: peak),
+                      K(time: hold + fall, value: 0)]
+        }
+        // The warm-up counts as a segment for what happens in it: people talk while calibrating.
+        let starts = [0.0] + (0..<segments).map { warmUpSeconds + Double($0) * segmentSeconds }
+        for (n, start) in starts.enumerated() {
+            let end = n == 0 ? warmUpSeconds - 0.04 : start + segmentSeconds - 0.04
+            let from = start + 0.02
+            if chance(0.75) {
+                // A phrase of syllables with varied jaw drop, some closing fully.
+                var t = from + uniform(0...0.25)
+                jaw.append(K(time: t, value: 0))
+                while true {
+                    let length = uniform(0.15...0.28)
+                    guard t + length <= end - 0.03 else { break }
+                    jaw.append(K(time: t + length / 2, value: uniform(0.02...0.12)))
+                    t += length
+                    jaw.append(K(time: t, value: chance(0.4) ? 0 : uniform(0...0.02)))
+                }
+                jaw.append(K(time: end - 0.01, value: 0))
+            }
+            if chance(0.35) {
+                let length = uniform(0.15...0.25), at = uniform(from...(end - length - 0.01))
+                blink += [K(time: at, value: 0), K(time: at + 0.4 * length, value: 1), K(time: at + length, value: 0)]
+            }
+            if chance(0.3) { bump(&smile, start: from, end: end, peak: uniform(0.3...1.0)) }
+            if chance(0.25) { bump(&brow, start: from, end: end, peak: uniform(0.4...1.0)) }
+            if chance(0.3) { bump(&yaw, start: from, end: end, peak: (chance(0.5) ? 1 : -1) * uniform(4...12)) }
+        }
+        let duration = warmUpSeconds + Double(segments) * segmentSeconds
+        return try ExpressionScript(framesPerSecond: framesPerSecond, duration: duration,
+                                    tracks: [.jawDrop: jaw, .blinkLeft: blink, .blinkRight: blink,
+                                             .smile: smile, .browRaise: brow, .headYaw: yaw])
+    }
+
+    // MARK: - Features
+
+    /// Mean and standard deviation of each coefficient, of yaw, pitch and roll, and of gaze.
+    static func streamFeatures(_ frames: [ExpressionFrame]) -> [Double] {
+        var columns: [[Double]] = BlendShape.allCases.map { shape in frames.map { Double($0.expression[shape]) } }
+        columns.append(frames.map { Double($0.expression.headPose.yaw) })
+        columns.append(frames.map { Double($0.expression.headPose.pitch) })
+        columns.append(frames.map { Double($0.expression.headPose.roll) })
+        columns.append(frames.map { Double($0.expression.gaze?.x ?? 0) })
+        columns.append(frames.map { Double($0.expression.gaze?.y ?? 0) })
+        let c = BlendShape.allCases.count
+        let means = columns.map(mean), deviations = columns.map(standardDeviation)
+        // Laid out as `streamParts` says: coefficient means, coefficient deviations, pose, gaze.
+        var features = Array(means[0..<c]) + Array(deviations[0..<c])
+        for k in c..<columns.count { features += [means[k], deviations[k]] }
+        return features
+    }
+
+    /// The 2-D mesh as the replaced approach sent it, normalised for position and scale (centroid
+    /// at the origin, unit RMS radius), averaged over the segment.
+    static func landmarkFeatures(_ meshes: [[Point3]]) throws -> [Double] {
+        guard let count = meshes.first?.count, count > 0 else { throw VeilError.invalidInput("no landmarks") }
+        var sum = [Double](repeating: 0, count: 2 * count)
+        for mesh in meshes {
+            guard mesh.count == count else { throw VeilError.invalidInput("meshes of different sizes") }
+            let cx = mean(mesh.map { Double($0.x) }), cy = mean(mesh.map { Double($0.y) })
+            let radius = mean(mesh.map { p in
+                let dx = Double(p.x) - cx, dy = Double(p.y) - cy
+                return dx * dx + dy * dy
+            }).squareRoot()
+            guard radius > 0 else { throw VeilError.invalidInput("degenerate mesh") }
+            for (i, p) in mesh.enumerated() {
+                sum[2 * i] += (Double(p.x) - cx) / radius
+                sum[2 * i + 1] += (Double(p.y) - cy) / radius
+            }
+        }
+        return sum.map { $0 / Double(meshes.count) }
+    }
+
+    // MARK: - Classifier and statistics
+
+    /// Correct predictions out of a total.
+    struct Score {
+        var correct = 0, total = 0
+        var accuracy: Double { total > 0 ? Double(correct) / Double(total) : 0 }
+    }
+
+    /// The person of `query`'s nearest training segment (Euclidean distance on features
+    /// standardised with the training set's per-dimension mean and deviation; dimensions constant
+    /// over the training set are left out). Ties go to the earliest training segment.
+    static func nearestPerson(_ query: [Double], training: [(person: Int, features: [Double])]) -> Int? {
+        guard let width = training.first?.features.count else { return nil }
+        // Standardising is a per-dimension scale; the centring would cancel in the difference.
+        let scale = (0..<width).map { k in
+            let sd = standardDeviation(training.map { $0.features[k] })
+            return sd > 1e-12 ? 1 / sd : 0
+        }
+        var best: (person: Int, distance: Double)?
+        for item in training {
+            var d = 0.0
+            for k in 0..<width {
+                let diff = (item.features[k] - query[k]) * scale[k]
+                d += diff * diff
+            }
+            if best.map({ d < $0.distance }) ?? true { best = (item.person, d) }
+        }
+        return best?.person
+    }
+
+    /// Train on each session in turn, test on the others.
+    static func crossSessionAccuracy(_ segments: [Segment], _ features: (Segment) -> [Double]) -> Score {
+        crossSessionConfusion(segments, features).enumerated().reduce(into: Score()) { score, row in
+            score.correct += row.element[row.offset]
+            score.total += row.element.reduce(0, +)
+        }
+    }
+
+    /// Counts of (true person, predicted person) over the cross-session predictions.
+    static func crossSessionConfusion(_ segments: [Segment], _ features: (Segment) -> [Double]) -> [[Int]] {
+        let people = (segments.map(\.person).max() ?? -1) + 1
+        var confusion = [[Int]](repeating: [Int](repeating: 0, count: people), count: people)
+        for session in Set(segments.map(\.session)).sorted() {
+            let training = segments.filter { $0.session == session }.map { (person: $0.person, features: features($0)) }
+            for test in segments where test.session != session {
+                guard let predicted = nearestPerson(features(test), training: training) else { continue }
+                confusion[test.person][predicted] += 1
+            }
+        }
+        return confusion
+    }
+
+    /// Leave one segment out: every other segment (of either session) is training data.
+    static func leaveOneOutAccuracy(_ segments: [Segment], _ features: (Segment) -> [Double]) -> Score {
+        let all = segments.map { (person: $0.person, features: features($0)) }
+        var score = Score()
+        for i in all.indices {
+            var training = all
+            training.remove(at: i)
+            guard let predicted = nearestPerson(all[i].features, training: training) else { continue }
+            score.total += 1
+            if predicted == all[i].person { score.correct += 1 }
+        }
+        return score
+    }
+
+    /// The smallest k with P(X ≤ k) ≥ `level` for X ~ Binomial(`trials`, `probability`): more than
+    /// k correct out of `trials` would be above chance at that one-sided confidence.
+    static func binomialUpperQuantile(trials: Int, probability p: Double, level: Double) -> Int {
+        guard trials > 0, p > 0, p < 1 else { return trials }
+        // Log-space probabilities: (1 - p)^n underflows for large n.
+        var logTerm = Double(trials) * log(1 - p)
+        var cumulative = exp(logTerm)
+        var k = 0
+        while cumulative < level, k < trials {
+            logTerm += log(Double(trials - k)) - log(Double(k + 1)) + log(p) - log(1 - p)
+            k += 1
+            cumulative += exp(logTerm)
+        }
+        return k
+    }
+
+    /// Least-squares slope of `y` on `x`; 0 when `x` is constant.
+    static func slope(_ x: [Double], _ y: [Double]) -> Double {
+        let mx = mean(x), my = mean(y)
+        var xy = 0.0, xx = 0.0
+        for (a, b) in zip(x, y) { xy += (a - mx) * (b - my); xx += (a - mx) * (a - mx) }
+        return xx > 0 ? xy / xx : 0
+    }
+
+    static func mean(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.reduce(0, +) / Double(values.count) }
+
+    static func standardDeviation(_ values: [Double]) -> Double {
+        let m = mean(values)
+        return mean(values.map { ($0 - m) * ($0 - m) }).squareRoot()
+    }
+
+    static func percent(_ x: Double) -> String { String(format: "%.1f %%", x * 100) }
+}
