@@ -59,6 +59,8 @@ struct BenchReport: Codable {
     /// The local two-person call; nil with --no-call or when it could not run (`callSkipped` says why).
     var call: Call?
     var callSkipped: String?
+    /// `veil serve` under N simulated clients; nil with --no-server-load.
+    var serverLoad: ServerLoad?
 
     /// Frame in → wire bytes out, milliseconds per frame over every measured frame.
     struct Tracking: Codable {
@@ -376,6 +378,10 @@ struct BenchReport: Codable {
             lines.append("## Call")
             lines.append("")
             lines.append("Not measured: \(reason).")
+        }
+        if let load = serverLoad {
+            lines.append("")
+            lines.append(contentsOf: load.markdown)
         }
         return lines.joined(separator: "\n") + "\n"
     }

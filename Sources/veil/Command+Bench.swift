@@ -26,6 +26,10 @@ speech as the voice, and drawing the other at 30 fps. It measures join time (bob
 jitter buffer, render), expression vs audio bytes per second and the lip-sync offset, over 20 s
 of call (5 s with --quick).
 
+Then the room server under load: a real `veil serve` child process on a free loopback port and
+N = 100, 500 and 1000 simulated clients (100 and 500 with --quick) joining rooms of 6, holding,
+leaving and closing: joins/s, join latency, failures and the server's memory per participant.
+
 Prints a Markdown report on stdout (progress on stderr) and writes it, and the same numbers as JSON
 with the date, machine, Swift version and git commit, to DIR/latest.md and DIR/latest.json.
 
@@ -36,11 +40,12 @@ OPTIONS:
   --no-pin       Let the scheduler move the thread between cores
   --no-video     Skip timing the read-back of the clip from an H.264 MP4
   --no-call      Skip the two-person call
+  --no-server-load  Skip the room server under load
   --quiet        No progress output (the report is still printed)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-server-load", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -52,6 +57,7 @@ func runBench(_ argv: [String]) throws {
     bench.pin = !args.flag("no-pin")
     bench.timeVideoRead = !args.flag("no-video")
     bench.measureCall = !args.flag("no-call")
+    bench.measureServerLoad = !args.flag("no-server-load")
     bench.quiet = args.flag("quiet")
     let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
 
@@ -82,6 +88,7 @@ struct Benchmark {
     var pin = true
     var timeVideoRead = true
     var measureCall = true
+    var measureServerLoad = true
     var quiet = false
 
     /// One synthetic clip, every frame in memory.
@@ -132,6 +139,14 @@ struct Benchmark {
             }
         } else {
             report.callSkipped = "it needs two clips"
+        }
+        if measureServerLoad {
+            var load = ServerLoadBenchmark()
+            load.clientCounts = quick ? [100, 500] : [100, 500, 1000]
+            load.quiet = quiet
+            do { report.serverLoad = try load.run() } catch {
+                Terminal.error("bench: the server load could not run (\(error)); the other results are still written")
+            }
         }
         report.machine.loadAverageAtEnd = Machine.loadAverage()
         return report
