@@ -178,6 +178,7 @@ final class ServerCore: @unchecked Sendable {
     private let clock: @Sendable () -> SignalingTime
     private let emit: @Sendable (RoomServerEvent.Kind, Date) -> Void
     private var server: UnsafeMutablePointer<SoupServer>?
+    private var acceptor: ServerAcceptor?
     private var directory: RoomDirectory
     private var peers: [ConnectionID: WebSocketPeer] = [:]
     private var nextID: UInt64 = 1
@@ -226,15 +227,18 @@ final class ServerCore: @unchecked Sendable {
                 .serveHTTP(message, path: path.map { String(cString: $0) } ?? "/")
         }, me2, { data in if let data { Unmanaged<ServerCore>.fromOpaque(data).release() } })
 
-        var error: UnsafeMutablePointer<GError>?
-        guard soup_server_listen(server, address, SoupServerListenOptions(rawValue: 0), &error) != 0 else {
-            let reason = GLibError(consuming: error, what: "listen").message
+        // Veil listens and accepts itself, not through soup_server_listen (see ServerAcceptor).
+        do {
+            guard let server else { throw VeilError.io("the HTTP server is gone") }
+            let acceptor = try ServerAcceptor(address: address, server: server) { [weak self] reason in
+                guard let self else { return }
+                self.emit(.acceptFailed(reason), self.clock().date)
+            }
+            self.acceptor = acceptor
+            port = acceptor.port
+        } catch {
             tearDown()
-            throw VeilError.io("cannot listen on \(configuration.host):\(configuration.port) (\(reason)): is another server using the port? Choose another with --port")
-        }
-        if let uris = soup_server_get_uris(server) {
-            if let first = uris.pointee.data { port = Int(g_uri_get_port(OpaquePointer(first))) }
-            g_slist_free_full(uris) { g_uri_unref(OpaquePointer($0)) }
+            throw VeilError.io("cannot listen on \(configuration.host):\(configuration.port) (\(error)): is another server using the port? Choose another with --port")
         }
         timer = loop.every(milliseconds: Self.tickMilliseconds) { [weak self] in
             guard let self else { return false }
@@ -262,6 +266,8 @@ final class ServerCore: @unchecked Sendable {
     func tearDown() {
         timer?.cancel()
         timer = nil
+        acceptor?.close()
+        acceptor = nil
         whenDrained = nil
         let remaining = peers.values
         peers.removeAll()
@@ -362,6 +368,10 @@ final class ServerCore: @unchecked Sendable {
 
     private func respond(_ message: OpaquePointer, status: UInt32, json: String) {
         soup_server_message_set_status(message, guint(status), nil)
+        // One answer per connection: libsoup 3.2 never notices when a client closes an idle
+        // keep-alive connection, which would otherwise stay in CLOSE_WAIT and hold a descriptor
+        // for good (fixed upstream in 3.4). Health checks do not need keep-alive.
+        soup_message_headers_replace(soup_server_message_get_response_headers(message), "Connection", "close")
         let body = Array(json.utf8)
         body.withUnsafeBufferPointer { buffer in
             buffer.baseAddress?.withMemoryRebound(to: CChar.self, capacity: buffer.count) { text in

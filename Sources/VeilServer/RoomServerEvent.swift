@@ -14,6 +14,9 @@ public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
         case listening(URL)
         /// Room activity: joins, leaves, drops, refusals.
         case activity(RoomActivity)
+        /// Accepting a connection failed (out of file descriptors, say); the server pauses accepting
+        /// for a moment and tries again. The reason is the system's.
+        case acceptFailed(String)
         /// The server stopped; the stream ends after this.
         case stopped
     }
@@ -28,6 +31,7 @@ public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
         switch kind {
         case .listening(let url): return "\(stamp) listen url=\(url.absoluteString)"
         case .activity(let activity): return "\(stamp) \(activity)"
+        case .acceptFailed(let reason): return "\(stamp) accept-failed retry=0.25s error=\"\(reason)\""
         case .stopped: return "\(stamp) stop"
         }
     }

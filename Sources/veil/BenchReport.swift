@@ -63,6 +63,8 @@ struct BenchReport: Codable {
     var callSkipped: String?
     /// dlib and MediaPipe on the same frames and stills; nil with --no-peers.
     var peers: PeerTracking?
+    /// `veil serve` under N simulated clients; nil with --no-server-load.
+    var serverLoad: ServerLoad?
 
     /// Frame in → wire bytes out, milliseconds per frame over every measured frame.
     struct Tracking: Codable {
@@ -388,6 +390,10 @@ struct BenchReport: Codable {
             lines.append("## Call")
             lines.append("")
             lines.append("Not measured: \(reason).")
+        }
+        if let load = serverLoad {
+            lines.append("")
+            lines.append(contentsOf: load.markdown)
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -19,6 +19,11 @@ frame takes on the wire. The input is the built-in 9 s talking clip, synthesised
 photos in Veil's cache (astronaut.png and takeo.ppm). Tracking and drawing run on one thread pinned
 to CPU 0, after a warm-up that is not counted. Medians are the headline; nothing passes or fails.
 
+Beside Veil, on the same frames and on three annotated photos (speed and landmark error): dlib as
+face_recognition runs it and MediaPipe's own Python Face Mesh, each in a child process pinned to
+the same core. `bench/peers/setup` (run by `make bench`) installs them once; a peer that is not
+installed is reported as such.
+
 Then a real call in this process: an embedded room server on a free port, alice and bob over
 WebRTC on this machine, each sending one of the clips tracked in real time at 30 fps with espeak-ng
 speech as the voice, and drawing the other at 30 fps. It measures join time (bob joins 5 times,
@@ -26,9 +31,13 @@ speech as the voice, and drawing the other at 30 fps. It measures join time (bob
 jitter buffer, render), expression vs audio bytes per second and the lip-sync offset, over 20 s
 of call (5 s with --quick).
 
-Bandwidth (before the call): the same clips sent as ExpressionFrames, as the seed app's landmark JSON, as VMC
-blendshape messages over OSC, and as VP8 and H.264 video (500 kbit/s real-time and constant
-quality), in bytes per second of payload and on the wire (headers modelled).
+Bandwidth (before the call): the same clips sent as ExpressionFrames, as the seed app's landmark
+JSON, as VMC blendshape messages over OSC, and as VP8 and H.264 video (500 kbit/s real-time and
+constant quality), in bytes per second of payload and on the wire (headers modelled).
+
+Then the room server under load: a real `veil serve` child process on a free loopback port and
+N = 100, 500 and 1000 simulated clients (100 and 500 with --quick) joining rooms of 6, holding,
+leaving and closing: joins/s, join latency, failures and the server's memory per participant.
 
 Prints a Markdown report on stdout (progress on stderr) and writes it, and the same numbers as JSON
 with the date, machine, Swift version and git commit, to DIR/latest.md and DIR/latest.json, and a
@@ -43,11 +52,12 @@ OPTIONS:
   --no-call      Skip the two-person call
   --no-bandwidth Skip the bandwidth comparison (and its video encodes)
   --no-peers     Skip dlib and MediaPipe (installed by bench/peers/setup, which `make bench` runs)
+  --no-server-load  Skip the room server under load
   --quiet        No progress output (the report is still printed)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "no-server-load", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -61,6 +71,7 @@ func runBench(_ argv: [String]) throws {
     bench.measureCall = !args.flag("no-call")
     bench.measureBandwidth = !args.flag("no-bandwidth")
     bench.measurePeers = !args.flag("no-peers")
+    bench.measureServerLoad = !args.flag("no-server-load")
     bench.quiet = args.flag("quiet")
     let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
 
@@ -95,6 +106,7 @@ struct Benchmark {
     var measureBandwidth = true
     /// Run dlib and MediaPipe on the same frames (Bench+Peers.swift).
     var measurePeers = true
+    var measureServerLoad = true
     var quiet = false
 
     /// One synthetic clip, every frame in memory.
@@ -154,6 +166,14 @@ struct Benchmark {
             }
         } else {
             report.callSkipped = "it needs two clips"
+        }
+        if measureServerLoad {
+            var load = ServerLoadBenchmark()
+            load.clientCounts = quick ? [100, 500] : [100, 500, 1000]
+            load.quiet = quiet
+            do { report.serverLoad = try load.run() } catch {
+                Terminal.error("bench: the server load could not run (\(error)); the other results are still written")
+            }
         }
         report.machine.loadAverageAtEnd = Machine.loadAverage()
         return report

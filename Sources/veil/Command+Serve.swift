@@ -58,6 +58,9 @@ func runServe(_ argv: [String]) throws {
     let host = args.value("host") ?? "127.0.0.1"
     let iceServers = try (args.value("ice-server") ?? "").split(separator: ",").map { try iceServer(String($0)) }
     let (secret, source) = try loadSecret(args, createIfMissing: true)
+    // One descriptor per client: the usual soft limit of 1024 would refuse clients long before the CPU is busy.
+    let files = OpenFileLimit.raiseToHard()
+    if let problem = files.problem { Terminal.note("veil serve: open-file limit \(files.soft): \(problem)") }
 
     let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
                                                  rooms: .init(maximumParticipants: roomSize, iceServers: iceServers)))
