@@ -23,6 +23,10 @@ public struct PeerConfiguration: Sendable, Equatable {
     public var maximumBufferedExpressionBytes: UInt64
     /// Label of the expression data channel; a channel the remote opens with another label is closed.
     public var expressionChannelLabel: String
+    /// Whether the Opus decoder recovers a lost packet from the in-band FEC copy the next packet
+    /// carries (the encoder always sends it). Off: packet-loss concealment alone; see
+    /// docs/reliability.md ("Loss") for what each costs.
+    var decodesInbandFEC = false
 
     /// A configuration; every parameter has a default fit for a voice call.
     public init(stunServer: String? = nil, turnServer: String? = nil, relayOnly: Bool = false, jitterBufferMillis: UInt32 = 100,

@@ -87,9 +87,10 @@ extension PeerConnection {
     }
 
     func receiveDescription() -> String {
-        // opusdec without use-inband-fec: decoding FEC makes it report 120 ms more latency, which
-        // would push mouth-to-ear delay past 250 ms; packet-loss concealment covers single losses.
-        let decode = "queue name=receivequeue max-size-time=500000000 ! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! capsfilter name=decoded caps=audio/x-raw,format=F32LE,rate=48000,channels=1,layout=interleaved"
+        // opusdec without use-inband-fec by default: decoding FEC makes it report 120 ms more
+        // latency (mouth to ear 150 → 270 ms) for little gain; LossTests measures both, see
+        // docs/reliability.md ("Loss"). Packet-loss concealment covers single losses.
+        let decode = "queue name=receivequeue max-size-time=500000000 ! rtpopusdepay ! opusdec plc=true use-inband-fec=\(configuration.decodesInbandFEC) ! audioconvert ! audioresample ! capsfilter name=decoded caps=audio/x-raw,format=F32LE,rate=48000,channels=1,layout=interleaved"
         switch output {
         case .discard: return decode + " ! fakesink name=sink sync=true async=false"
         case .callback: return decode + " ! appsink name=sink sync=true async=false max-buffers=100 drop=true"

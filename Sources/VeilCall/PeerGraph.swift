@@ -236,7 +236,7 @@ final class PeerGraph: @unchecked Sendable {
     }
 
     /// Calls `body` with every element in the pipeline, nested bins included.
-    private func forEachElement(_ body: (UnsafeMutablePointer<GstElement>) -> Void) {
+    func forEachElement(_ body: (UnsafeMutablePointer<GstElement>) -> Void) {
         guard let iterator = gst_bin_iterate_recurse(asBin(pipeline)) else { return }
         defer { gst_iterator_free(iterator) }
         var item = GValue()

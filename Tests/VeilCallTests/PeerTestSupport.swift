@@ -85,7 +85,7 @@ final class PeerPair: @unchecked Sendable {
 
     init(offererInput: AudioInput = .testTone(frequency: 440), answererInput: AudioInput = .testTone(frequency: 660),
          offererOutput: AudioOutput? = nil, answererOutput: AudioOutput? = nil,
-         configuration: PeerConfiguration = PeerConfiguration(),
+         configuration: PeerConfiguration = PeerConfiguration(), answererConfiguration: PeerConfiguration? = nil,
          alterOffer: (@Sendable (String) -> String)? = nil) throws {
         let beforePrepare = PeerConnection.mediaTimeMicros
         try PeerConnection.prepare()
@@ -100,7 +100,7 @@ final class PeerPair: @unchecked Sendable {
                                      configuration: configuration)
         answerer = try PeerConnection(loop: loop, role: .answerer, audioSource: answererInput,
                                       audioOutput: answererOutput ?? .callback { answererSaw.hear($0) },
-                                      configuration: configuration)
+                                      configuration: answererConfiguration ?? configuration)
         for (from, to, recorder, alter) in [(offerer, answerer, offererSaw, alterOffer), (answerer, offerer, answererSaw, nil)] {
             tasks.append(Task {
                 for await signal in from.signaling {

@@ -1,0 +1,359 @@
+import Foundation
+import Synchronization
+@testable import VeilCall
+import VeilCore
+import XCTest
+
+/// The avatar and the voice on a lossy network, on a real call: packets are dropped inside each
+/// peer's webrtcbin, between libnice and DTLS (`PeerConnection.impairNetwork`), so RTP, RTCP and
+/// the SCTP data channel all lose the same share. One peer (bob) sends a known smooth expression
+/// signal at 30 frames/s; the other (alice) draws it at 60 pictures/s through an
+/// `ExpressionJitterBuffer` aligned to bob's voice, as `CallSession.playout(for:at:)` does, and
+/// compares every picture with the signal. Both send a tone; alice decodes bob's voice with
+/// packet-loss concealment only (the default), bob decodes alice's with in-band FEC as well.
+/// docs/reliability.md ("Loss") has the figures of the last run.
+final class LossTests: XCTestCase {
+    /// The sender's expression signal, `t` seconds into the call: the jaw opens and closes at 0.7 Hz,
+    /// the head turns ±20° at 0.4 Hz.
+    enum Signal {
+        static func jawOpen(_ t: Double) -> Double { 0.5 + 0.4 * sin(2 * .pi * 0.7 * t) }
+        static func yaw(_ t: Double) -> Double { 20 * sin(2 * .pi * 0.4 * t) }
+        /// The most the signal changes between two frames 1/30 s apart.
+        static let jawPerFrame = 0.4 * 2 * .pi * 0.7 / 30
+        static let yawPerFrame = 20 * 2 * .pi * 0.4 / 30
+    }
+
+    /// One picture alice drew.
+    struct Picture {
+        var localMicros: UInt64
+        var playout: ExpressionJitterBuffer.Playout
+        var bufferedFrames: Int
+    }
+
+    /// What one call at one loss rate showed.
+    struct Measurement {
+        var loss: Double
+        /// Packets alice's (incoming) impairment saw and dropped.
+        var packetsSeen = 0, packetsDropped = 0
+        var framesSent = 0, framesReceived = 0
+        var pictures = 0
+        /// Share of pictures by how they were made.
+        var exact = 0.0, interpolated = 0.0, held = 0.0, easing = 0.0, neutral = 0.0
+        /// Mean absolute error against the signal at the picture's source time.
+        var jawError = 0.0, yawError = 0.0
+        /// Mean absolute error against the signal at the moment the picture stands for (the
+        /// audio being heard): includes what holding a frame costs.
+        var jawErrorAtPlayout = 0.0, yawErrorAtPlayout = 0.0
+        /// The largest change between two pictures, in multiples of the signal's own largest change
+        /// over the same media time (at least one frame interval).
+        var largestJump = 0.0
+        var largestBuffer = 0
+        /// Median of (local time − source time) of the pictures, first and second half of the run.
+        var delayFirstHalfMillis = 0.0, delaySecondHalfMillis = 0.0
+        /// Gaps in the frame sequence the jitter buffer bridged by interpolation; frames it dropped as late.
+        var gapsInterpolated = 0, lateDropped = 0
+        /// The received tone in 20 ms windows: concealment only (alice) and with FEC (bob).
+        var voicePLC = VoiceLevels(), voiceFEC = VoiceLevels()
+        /// The receive pipelines' reported latency: alice (concealment only), bob (with FEC).
+        var latencyPLCMillis = 0.0, latencyFECMillis = 0.0
+        /// Mouth to ear, p50: local playout time minus the sender's capture time of the audio.
+        var mouthToEarPLCMillis = 0.0, mouthToEarFECMillis = 0.0
+        /// Measured lip-sync offset proxy: how far the picture's source time is from the audio time
+        /// it was drawn for (data pictures only), p95 of |difference| in ms.
+        var syncErrorP95Millis = 0.0
+
+        var framesReceivedShare: Double { framesSent == 0 ? 0 : Double(framesReceived) / Double(framesSent) }
+        var packetsDroppedShare: Double { packetsSeen == 0 ? 0 : Double(packetsDropped) / Double(packetsSeen) }
+    }
+
+    /// How the received tone (amplitude 0.2, RMS 0.141) sounds, in 20 ms windows.
+    struct VoiceLevels {
+        /// Windows more than 6 dB below the tone's level (RMS < 0.071): an audible dip.
+        var dips = 0.0
+        /// Windows more than 20 dB below it (RMS < 0.014) or without samples: a dropout.
+        var dropouts = 0.0
+    }
+
+    func testTheAvatarStaysSmoothAndTheVoiceConcealsUnderPacketLoss() async throws {
+        var results: [Measurement] = []
+        for (index, loss) in [0.0, 0.05, 0.2, 0.4].enumerated() {
+            results.append(try await measure(loss: loss, seed: 0x1055_0000 + UInt64(index), seconds: 4))
+        }
+        print(Self.table(results))
+
+        for result in results {
+            let label = "at \(Int(result.loss * 100)) % loss"
+            // The impairment did what it says, and the frames that got through match it.
+            XCTAssertEqual(result.packetsDroppedShare, result.loss, accuracy: 0.05, "packets dropped \(label)")
+            XCTAssertGreaterThan(result.framesSent, 90, "too few frames sent \(label)")
+            XCTAssertEqual(result.framesReceivedShare, 1 - result.loss, accuracy: 0.1, "share of frames received \(label)")
+            XCTAssertGreaterThan(result.pictures, 150, "too few pictures drawn \(label)")
+            // Smooth: no picture moves much more than the signal itself could in that time.
+            XCTAssertLessThan(result.largestJump, 4, "the avatar jumped \(label)")
+            // Faithful: interpolated pictures stay close to what the sender's face did.
+            XCTAssertLessThan(result.jawError, 0.02, "jawOpen error \(label)")
+            XCTAssertLessThan(result.yawError, 0.6, "yaw error (°) \(label)")
+            // Mostly data, little concealment, and no backlog: a handful of frames buffered and a
+            // delay that does not grow over the run.
+            XCTAssertLessThan(result.held + result.easing + result.neutral, 0.1, "concealment share \(label)")
+            XCTAssertLessThanOrEqual(result.largestBuffer, 16, "frames buffered \(label)")
+            XCTAssertLessThan(result.delaySecondHalfMillis - result.delayFirstHalfMillis, 25, "delay grew \(label)")
+            XCTAssertLessThan(result.syncErrorP95Millis, 45, "pictures off their audio time \(label)")
+        }
+        // The measurement can tell loss from no loss: interpolating across lost frames costs accuracy.
+        let clean = results[0], worst = results[results.count - 1]
+        XCTAssertLessThan(clean.jawError + clean.yawError / 40, worst.jawError + worst.yawError / 40,
+                          "the error at 40 % loss is not above the error without loss")
+        XCTAssertEqual(clean.gapsInterpolated, 0, "gaps bridged without loss")
+        XCTAssertGreaterThan(worst.gapsInterpolated, 20, "too few gaps bridged at 40 % loss")
+        // The voice: clean without loss; with loss, concealment fills the lost packets so that
+        // fewer windows fall silent (below −20 dB) than packets are lost.
+        XCTAssertLessThan(clean.voicePLC.dips, 0.02, "the voice dips without loss")
+        for result in results.dropFirst() {
+            XCTAssertLessThan(result.voicePLC.dropouts, result.loss, "voice dropouts at \(Int(result.loss * 100)) % loss")
+        }
+        // FEC decoding costs a fixed latency, all of it on the way from mouth to ear (the reason it
+        // is off by default; see docs/reliability.md).
+        XCTAssertGreaterThan(clean.latencyFECMillis, clean.latencyPLCMillis + 50, "FEC decoding added no latency")
+        XCTAssertGreaterThan(clean.mouthToEarFECMillis, clean.mouthToEarPLCMillis + 50, "FEC decoding added no mouth-to-ear delay")
+    }
+
+    /// Loss on what leaves a peer (after SRTP/DTLS, before libnice) reaches the other side as loss.
+    func testOutgoingLossIsSeenByTheReceiver() async throws {
+        let pair = try PeerPair()
+        try await pair.waitUntilConnected()
+        let impairment = try XCTUnwrap(pair.offerer.impairNetwork(loss: 0.3, seed: 0x0075, direction: .outgoing))
+        let before = pair.answererSaw.frames.withLock { $0.count }
+        let start = pair.offerer.mediaTimeMicros
+        for index in 0..<90 {
+            pair.offerer.send(ExpressionFrame(sequence: UInt32(index), captureTimeMicros: start + UInt64(index) * 33_333,
+                                              state: .tracked, expression: testExpression(index)))
+            try await Task.sleep(nanoseconds: 33_333_333)
+        }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let received = pair.answererSaw.frames.withLock { $0.count } - before
+        let counts = impairment.counts
+        try await pair.close()
+        XCTAssertEqual(counts.incomingSeen, 0, "an outgoing impairment saw incoming packets")
+        XCTAssertGreaterThan(counts.outgoingSeen, 150, "too few packets left")
+        XCTAssertEqual(Double(counts.outgoingDropped) / Double(counts.outgoingSeen), 0.3, accuracy: 0.08)
+        XCTAssertEqual(Double(received) / 90, 0.7, accuracy: 0.15, "share of frames the receiver got")
+    }
+
+    /// One call with `loss` on both one-way paths for `seconds` of measurement.
+    func measure(loss: Double, seed: UInt64, seconds: Double) async throws -> Measurement {
+        var configuration = PeerConfiguration()
+        configuration.rtcpIntervalMillis = 250  // the playout mapping needs a sender report
+        var withFEC = configuration
+        withFEC.decodesInbandFEC = true
+        let pair = try PeerPair(offererInput: .testTone(frequency: 440), answererInput: .testTone(frequency: 660),
+                                configuration: configuration, answererConfiguration: withFEC)
+        let alice = pair.offerer, bob = pair.answerer
+        do {
+            try await pair.waitUntilConnected()
+        } catch {
+            try? await pair.close()
+            throw error
+        }
+        let aliceLoss = alice.impairNetwork(loss: loss, seed: seed)
+        let bobLoss = bob.impairNetwork(loss: loss, seed: seed ^ 0xB0B)
+        XCTAssertNotNil(aliceLoss, "no transport to impair")
+        XCTAssertNotNil(bobLoss, "no transport to impair")
+        let framesBefore = pair.offererSaw.frames.withLock { $0.count }
+
+        // Bob's "camera": the signal at 30 frames/s, stamped with its capture time.
+        let start = bob.mediaTimeMicros
+        let running = Mutex(true)
+        let sent = Mutex(0)
+        let camera = Thread {
+            var sequence: UInt32 = 0
+            while running.withLock({ $0 }) {
+                let now = bob.mediaTimeMicros
+                let t = Double(now - start) / 1e6
+                var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(Signal.yaw(t))))
+                expression[.jawOpen] = Float(Signal.jawOpen(t))
+                bob.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
+                sequence &+= 1
+                sent.withLock { $0 += 1 }
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+        }
+        // Alice's screen: 60 pictures/s, each for the moment of bob's voice being heard.
+        let pictures = Mutex<[Picture]>([])
+        let bufferStatistics = Mutex<ExpressionJitterBuffer.Statistics?>(nil)
+        let saw = pair.offererSaw
+        let screen = Thread {
+            var buffer = ExpressionJitterBuffer()
+            var taken = framesBefore
+            while running.withLock({ $0 }) {
+                let arrived = saw.frames.withLock { frames -> ArraySlice<ReceivedExpressionFrame> in
+                    defer { taken = frames.count }
+                    return frames[min(taken, frames.count)...]
+                }
+                for received in arrived { buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros) }
+                let now = alice.mediaTimeMicros
+                if let mapping = alice.playoutMapping {
+                    let playout = buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: now))
+                    let picture = Picture(localMicros: now, playout: playout, bufferedFrames: buffer.statistics.bufferedFrames)
+                    pictures.withLock { $0.append(picture) }
+                }
+                Thread.sleep(forTimeInterval: 1.0 / 60)
+            }
+            bufferStatistics.withLock { $0 = buffer.statistics }
+        }
+        camera.start()
+        screen.start()
+
+        // Measure from when alice's pictures follow bob's voice (the first sender report), plus a
+        // moment for the first frames to fill the buffer.
+        var measureFrom: UInt64 = 0
+        do {
+            try await eventually("alice's playout mapping", within: 10) { alice.playoutMapping != nil }
+            measureFrom = alice.mediaTimeMicros + 500_000
+            try await Task.sleep(nanoseconds: UInt64((seconds + 0.5) * 1e9))
+        } catch {
+            running.withLock { $0 = false }
+            try? await pair.close()
+            throw error
+        }
+        let measureTo = alice.mediaTimeMicros
+        running.withLock { $0 = false }
+        try await Task.sleep(nanoseconds: 300_000_000)  // the last frames in flight arrive
+
+        var result = Measurement(loss: loss)
+        if let statistics = bufferStatistics.withLock({ $0 }) {
+            result.gapsInterpolated = statistics.gapsInterpolated
+            result.lateDropped = statistics.lateDropped
+        }
+        if let counts = aliceLoss?.counts {
+            result.packetsSeen = counts.incomingSeen
+            result.packetsDropped = counts.incomingDropped
+        }
+        result.framesSent = sent.withLock { $0 }
+        result.framesReceived = pair.offererSaw.frames.withLock { $0.count } - framesBefore
+        result.latencyPLCMillis = Double(alice.playoutMapping?.latencyMicros ?? 0) / 1000
+        result.latencyFECMillis = Double(bob.playoutMapping?.latencyMicros ?? 0) / 1000
+        Self.analyse(pictures.withLock { $0 }.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo },
+                     start: start, into: &result)
+        let heardByAlice = pair.offererSaw.audio.withLock { $0 }, heardByBob = pair.answererSaw.audio.withLock { $0 }
+        result.voicePLC = Self.levels(heardByAlice, from: measureFrom, to: measureTo)
+        result.voiceFEC = Self.levels(heardByBob, from: measureFrom, to: measureTo)
+        result.mouthToEarPLCMillis = Self.mouthToEarMillis(heardByAlice, from: measureFrom, to: measureTo)
+        result.mouthToEarFECMillis = Self.mouthToEarMillis(heardByBob, from: measureFrom, to: measureTo)
+        try await pair.close()
+        return result
+    }
+
+    /// Errors, smoothness, concealment and delay of the pictures drawn.
+    static func analyse(_ pictures: [Picture], start: UInt64, into result: inout Measurement) {
+        func seconds(_ micros: UInt64) -> Double { Double(Int64(bitPattern: micros &- start)) / 1e6 }
+        result.pictures = pictures.count
+        guard !pictures.isEmpty else { return }
+        let share = { (source: ExpressionJitterBuffer.Playout.Source) in
+            Double(pictures.filter { $0.playout.source == source }.count) / Double(pictures.count)
+        }
+        result.exact = share(.frame)
+        result.interpolated = share(.interpolated)
+        result.held = share(.held)
+        result.easing = share(.easing)
+        result.neutral = share(.neutral)
+        result.largestBuffer = pictures.map(\.bufferedFrames).max() ?? 0
+
+        var jaw: [Double] = [], yaw: [Double] = [], jawNow: [Double] = [], yawNow: [Double] = []
+        var delays: [Double] = [], syncErrors: [Double] = []
+        for picture in pictures {
+            let drawnJaw = Double(picture.playout.expression[.jawOpen]), drawnYaw = Double(picture.playout.expression.headPose.yaw)
+            let now = seconds(picture.playout.mediaTimeMicros)
+            jawNow.append(abs(drawnJaw - Signal.jawOpen(now)))
+            yawNow.append(abs(drawnYaw - Signal.yaw(now)))
+            guard let source = picture.playout.sourceTimeMicros else { continue }
+            jaw.append(abs(drawnJaw - Signal.jawOpen(seconds(source))))
+            yaw.append(abs(drawnYaw - Signal.yaw(seconds(source))))
+            delays.append(Double(Int64(bitPattern: picture.localMicros &- source)) / 1000)
+            if picture.playout.source == .frame || picture.playout.source == .interpolated {
+                syncErrors.append(abs(Double(Int64(bitPattern: picture.playout.mediaTimeMicros &- source))) / 1000)
+            }
+        }
+        func mean(_ values: [Double]) -> Double { values.isEmpty ? .nan : values.reduce(0, +) / Double(values.count) }
+        result.jawError = mean(jaw)
+        result.yawError = mean(yaw)
+        result.jawErrorAtPlayout = mean(jawNow)
+        result.yawErrorAtPlayout = mean(yawNow)
+        result.delayFirstHalfMillis = percentile(Array(delays.prefix(delays.count / 2)), 0.5)
+        result.delaySecondHalfMillis = percentile(Array(delays.suffix(delays.count - delays.count / 2)), 0.5)
+        result.syncErrorP95Millis = syncErrors.isEmpty ? .nan : percentile(syncErrors, 0.95)
+
+        for (previous, next) in zip(pictures, pictures.dropFirst()) where previous.playout.source != .neutral {
+            // The signal's own largest change over the media time between the two pictures (at
+            // least one frame interval, the sender's resolution).
+            let elapsed = max(Double(Int64(bitPattern: next.playout.mediaTimeMicros &- previous.playout.mediaTimeMicros)) / 1e6, 1.0 / 30)
+            let jawStep = abs(Double(next.playout.expression[.jawOpen] - previous.playout.expression[.jawOpen]))
+            let yawStep = abs(Double(next.playout.expression.headPose.yaw - previous.playout.expression.headPose.yaw))
+            let frames = elapsed * 30
+            result.largestJump = max(result.largestJump, jawStep / (Signal.jawPerFrame * frames), yawStep / (Signal.yawPerFrame * frames))
+        }
+    }
+
+    /// Dips and dropouts of the received tone in the 20 ms windows between `from` and `to`
+    /// (presentation time).
+    static func levels(_ audio: [ReceivedAudio], from: UInt64, to: UInt64) -> VoiceLevels {
+        let window: UInt64 = 20_000
+        let count = Int((to - from) / window)
+        guard count > 0 else { return VoiceLevels(dips: .nan, dropouts: .nan) }
+        var energy = [Double](repeating: 0, count: count), samples = [Int](repeating: 0, count: count)
+        for buffer in audio where buffer.sampleRate > 0 {
+            for (index, sample) in buffer.samples.enumerated() {
+                let time = buffer.presentationTimeMicros + UInt64(index) * 1_000_000 / UInt64(buffer.sampleRate)
+                guard time >= from, time < from + UInt64(count) * window else { continue }
+                let slot = Int((time - from) / window)
+                energy[slot] += Double(sample * sample)
+                samples[slot] += 1
+            }
+        }
+        let perWindow = 48_000 / 50
+        let level = (0..<count).map { samples[$0] < perWindow / 2 ? 0 : (energy[$0] / Double(samples[$0])).squareRoot() }
+        return VoiceLevels(dips: Double(level.filter { $0 < 0.071 }.count) / Double(count),
+                           dropouts: Double(level.filter { $0 < 0.014 }.count) / Double(count))
+    }
+
+    /// Median of (playout time − sender capture time) of the audio buffers played between `from`
+    /// and `to`: the voice's mouth-to-ear delay (without a sound card's own latency).
+    static func mouthToEarMillis(_ audio: [ReceivedAudio], from: UInt64, to: UInt64) -> Double {
+        let delays = audio.compactMap { buffer -> Double? in
+            guard buffer.presentationTimeMicros >= from, buffer.presentationTimeMicros < to, let sender = buffer.senderMediaTimeMicros else { return nil }
+            return Double(Int64(bitPattern: buffer.playoutTimeMicros &- sender)) / 1000
+        }
+        return percentile(delays, 0.5)
+    }
+
+    /// The figures as the table docs/reliability.md shows.
+    static func table(_ results: [Measurement]) -> String {
+        func percent(_ value: Double) -> String { String(format: "%.1f %%", value * 100) }
+        func number(_ value: Double, _ digits: Int = 3) -> String { String(format: "%.\(digits)f", value) }
+        let rows: [(String, (Measurement) -> String)] = [
+            ("packets dropped (alice's side)", { "\($0.packetsDropped)/\($0.packetsSeen) (\(percent($0.packetsDroppedShare)))" }),
+            ("expression frames received/sent", { "\($0.framesReceived)/\($0.framesSent) (\(percent($0.framesReceivedShare)))" }),
+            ("pictures drawn (60/s)", { "\($0.pictures)" }),
+            ("exact / interpolated", { "\(percent($0.exact)) / \(percent($0.interpolated))" }),
+            ("held / easing / neutral", { "\(percent($0.held)) / \(percent($0.easing)) / \(percent($0.neutral))" }),
+            ("jawOpen error (source time)", { number($0.jawError, 4) }),
+            ("yaw error (source time, °)", { number($0.yawError, 3) }),
+            ("jawOpen error (playout time)", { number($0.jawErrorAtPlayout, 4) }),
+            ("yaw error (playout time, °)", { number($0.yawErrorAtPlayout, 3) }),
+            ("largest jump (× signal step)", { number($0.largestJump, 2) }),
+            ("most frames buffered", { "\($0.largestBuffer)" }),
+            ("picture delay p50 1st/2nd half", { "\(number($0.delayFirstHalfMillis, 0))/\(number($0.delaySecondHalfMillis, 0)) ms" }),
+            ("|picture − audio time| p95", { "\(number($0.syncErrorP95Millis, 1)) ms" }),
+            ("gaps bridged / late frames", { "\($0.gapsInterpolated) / \($0.lateDropped)" }),
+            ("voice < −6 dB: PLC / PLC+FEC", { "\(percent($0.voicePLC.dips)) / \(percent($0.voiceFEC.dips))" }),
+            ("voice < −20 dB: PLC / PLC+FEC", { "\(percent($0.voicePLC.dropouts)) / \(percent($0.voiceFEC.dropouts))" }),
+            ("receive latency PLC / FEC", { "\(number($0.latencyPLCMillis, 0)) / \(number($0.latencyFECMillis, 0)) ms" }),
+            ("mouth-to-ear p50 PLC / FEC", { "\(number($0.mouthToEarPLCMillis, 0)) / \(number($0.mouthToEarFECMillis, 0)) ms" }),
+        ]
+        func title(_ result: Measurement) -> String { "\(Int(result.loss * 100)) % loss" }
+        var lines = ["| | " + results.map(title).joined(separator: " | ") + " |",
+                     "|---|" + String(repeating: "---|", count: results.count)]
+        for (name, value) in rows { lines.append("| \(name) | " + results.map(value).joined(separator: " | ") + " |") }
+        return lines.joined(separator: "\n")
+    }
+}
