@@ -1,12 +1,14 @@
 # Veil: `make demo` runs the offline pipeline on an embedded default; `make test` runs the tests.
 # Each first installs whatever is missing (scripts/bootstrap: Debian packages, pinned PyPI downloads).
+# `make fuzz` runs the libFuzzer harnesses of Fuzz/ for FUZZ_SECONDS each (docs/reliability.md).
 SWIFT ?= swift
 CONFIG ?= release
 SWIFTFLAGS := -c $(CONFIG)
 VEIL := .build/$(CONFIG)/veil
 QUICK ?=
+FUZZ_SECONDS ?= 60
 
-.PHONY: all bootstrap build demo test bench clean
+.PHONY: all bootstrap build demo test fuzz bench clean
 all: build
 
 bootstrap:
@@ -21,6 +23,11 @@ demo: build
 test: bootstrap
 	$(SWIFT) build $(SWIFTFLAGS) --product veil
 	$(SWIFT) test $(SWIFTFLAGS) -Xswiftc -enable-testing
+	SWIFT=$(SWIFT) scripts/fuzz --smoke
+
+# Each harness for FUZZ_SECONDS on its seed corpus (Fuzz/corpus/); findings in .build/fuzz/artifacts/.
+fuzz: bootstrap
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
 
 # bench/peers/setup installs dlib and MediaPipe for the comparison once (cached, outside the timed
 # run); a peer it cannot install shows as "not installed" in the report instead of failing the bench.

@@ -16,11 +16,19 @@ extension SignalingMessage {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// The size limit of a message of type `type`: `maxServerMessageSize` for `ServerMessage`
+    /// (what clients read), `maxSize` for anything else (what the server reads).
+    public static func sizeLimit<Message>(of type: Message.Type) -> Int {
+        type == ServerMessage.self ? maxServerMessageSize : maxSize
+    }
+
     /// Decodes one message from its JSON text (UTF-8 bytes), strictly.
-    /// - Throws: `SignalingError` with `message_too_large`, `bad_message`, `unsupported_version` or `unknown_type`.
+    /// - Throws: `SignalingError` with `message_too_large` (beyond `sizeLimit(of:)`), `bad_message`,
+    ///   `unsupported_version` or `unknown_type`.
     public static func decode<Message: Decodable>(_ type: Message.Type, from bytes: some Collection<UInt8>) throws(SignalingError) -> Message {
-        guard bytes.count <= maxSize else {
-            throw SignalingError(.messageTooLarge, "messages are limited to \(maxSize) bytes; this one has \(bytes.count)")
+        let limit = sizeLimit(of: type)
+        guard bytes.count <= limit else {
+            throw SignalingError(.messageTooLarge, "messages are limited to \(limit) bytes; this one has \(bytes.count)")
         }
         try checkNesting(bytes)
         do {

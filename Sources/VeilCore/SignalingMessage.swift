@@ -8,8 +8,12 @@ public enum SignalingMessage {
     /// The protocol version every message carries as `"v"`.
     public static let version = 1
     /// Largest message (UTF-8 bytes of the JSON text) a server accepts from a client. Clients
-    /// should accept twice that from the server: a relayed SDP is re-encoded with `from`.
+    /// accept twice that from the server (`maxServerMessageSize`): a relayed SDP is re-encoded with `from`.
     public static let maxSize = 64 * 1024
+    /// Largest message a client accepts from the server. A relayed offer, answer or candidate can
+    /// be longer than the client message of up to `maxSize` it came from: `from` names a sender of
+    /// up to 64 characters where `to` may have named a one-character peer.
+    public static let maxServerMessageSize = 2 * maxSize
     /// Longest room or user name, in characters (all ASCII, see `isValidName`).
     public static let maxNameLength = 64
     /// Longest token the server reads.

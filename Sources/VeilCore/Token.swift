@@ -53,13 +53,24 @@ public struct TokenAuthority: Sendable {
     /// An authority signing with `secret`.
     public init(secret: ServerSecret) { self.secret = secret }
 
-    /// A token admitting `user` to `room` until `expiry`.
-    /// - Throws: `VeilError.invalidInput` when a name is not valid (`SignalingMessage.isValidName`).
+    /// The expiries a token can carry, in Unix seconds: 1970-01-01 through 9999-12-31 (UTC). Every
+    /// one is exact as a JSON number and as a `Double`, so a token verifies to the expiry it was
+    /// issued with; a payload outside the range is refused as malformed.
+    public static let expiryRange: ClosedRange<Int64> = 0...253_402_300_799
+
+    /// A token admitting `user` to `room` until `expiry` (rounded up to a whole second).
+    /// - Throws: `VeilError.invalidInput` when a name is not valid (`SignalingMessage.isValidName`)
+    ///   or the expiry lies outside `expiryRange` (or is not a number).
     public func issue(room: String, user: String, expiry: Date) throws -> String {
         for (what, name) in [("room", room), ("user", user)] where !SignalingMessage.isValidName(name) {
             throw VeilError.invalidInput("invalid \(what) name \"\(name.prefix(80))\": use 1–\(SignalingMessage.maxNameLength) characters of A–Z a–z 0–9 . _ - @ + ~")
         }
-        let claims = TokenClaims(room: room, user: user, expiry: Int64(expiry.timeIntervalSince1970.rounded(.up)))
+        // Checked before converting: Int64(_:) traps on NaN, infinities and values beyond ±2^63.
+        let seconds = expiry.timeIntervalSince1970.rounded(.up)
+        guard seconds >= Double(Self.expiryRange.lowerBound), seconds <= Double(Self.expiryRange.upperBound) else {
+            throw VeilError.invalidInput("a token's expiry must lie between 1970 and the end of 9999 (UTC); got \(expiry.timeIntervalSince1970) s since 1970")
+        }
+        let claims = TokenClaims(room: room, user: user, expiry: Int64(seconds))
         let payload = Base64URL.encode(Array(Self.payloadJSON(claims).utf8))
         let signed = "v1.\(payload)"
         return "\(signed).\(Base64URL.encode(HMACSHA256.authenticationCode(for: Array(signed.utf8), key: secret.bytes)))"
@@ -105,7 +116,8 @@ public struct TokenAuthority: Sendable {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
               Set(object.keys) == ["exp", "r", "u"],
               let room = object["r"] as? String, let user = object["u"] as? String,
-              let exp = object["exp"] as? NSNumber, let expiry = Int64(exactly: exp.doubleValue) else { return nil }
+              let exp = object["exp"] as? NSNumber, let expiry = Int64(exactly: exp.doubleValue),
+              expiryRange.contains(expiry) else { return nil }
         return TokenClaims(room: room, user: user, expiry: expiry)
     }
 }

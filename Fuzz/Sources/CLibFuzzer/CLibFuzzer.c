@@ -1,0 +1,2 @@
+// Header-only: libFuzzer itself is linked by -sanitize=fuzzer.
+#include "CLibFuzzer.h"
