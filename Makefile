@@ -1,4 +1,4 @@
-# Veil: `make demo` runs the offline pipeline on an embedded default; `make test` runs the tests.
+# Veil: `make demo` runs a two-person call on an embedded default; `make test` runs the tests.
 # Each first installs whatever is missing (scripts/bootstrap: Debian packages, pinned PyPI downloads).
 # `make fuzz` runs the libFuzzer harnesses of Fuzz/ for FUZZ_SECONDS each (docs/reliability.md).
 SWIFT ?= swift
