@@ -220,6 +220,13 @@ public struct SignalingErrorCode: RawRepresentable, Hashable, Sendable, CustomSt
     public static let joinTimeout = Self(rawValue: "join_timeout")
     /// The server is shutting down.
     public static let serverShutdown = Self(rawValue: "server_shutdown")
+    /// The connection sent more messages, bytes or joins than the server allows per second; it is closed.
+    public static let rateLimited = Self(rawValue: "rate_limited")
+    /// The server has as many connections as it takes (or as many still waiting to join); try again later.
+    public static let serverFull = Self(rawValue: "server_full")
+    /// The connection does not read what the server sends it, so the server's queue for it grew
+    /// beyond its limit or stopped draining; it is closed.
+    public static let slowConsumer = Self(rawValue: "slow_consumer")
 }
 
 /// A signaling failure with its protocol code: a message that cannot be decoded, or a request the
@@ -250,14 +257,18 @@ public struct WebSocketCloseCode: RawRepresentable, Hashable, Sendable, CustomSt
     public static let protocolError = Self(rawValue: 1002)
     /// 1003: a binary frame.
     public static let unsupportedData = Self(rawValue: 1003)
-    /// 1008: a join refused for its token.
+    /// 1008: a join refused for its token; a connection over its rate limits or not reading.
     public static let policyViolation = Self(rawValue: 1008)
     /// 1009: a message over `SignalingMessage.maxSize`.
     public static let tooBig = Self(rawValue: 1009)
+
     /// 4000: the session was taken over by a newer connection of the same user (do not reconnect automatically).
     public static let replaced = Self(rawValue: 4000)
     /// 4001: the connection fell silent (no ping) or did not join in time.
     public static let timeout = Self(rawValue: 4001)
     /// 4002: the room is full.
     public static let roomFull = Self(rawValue: 4002)
+    /// 4003: the server is full (`server_full`): try again later. (Not RFC 6455's 1013, which
+    /// libsoup 3.2 refuses as a close code.)
+    public static let serverFull = Self(rawValue: 4003)
 }

@@ -43,6 +43,8 @@ public enum RoomActivity: Equatable, Sendable, CustomStringConvertible {
     case joined(room: String, user: String, participants: Int, resumed: Bool)
     /// `user` left `room`, for `reason`.
     case left(room: String, user: String, reason: LeaveReason)
+    /// The server removed `user` from `room` for `code` (a protocol violation, a limit): they leave as `kicked`.
+    case kicked(room: String, user: String, code: SignalingErrorCode)
     /// `user`'s connection to `room` dropped without `leave`; they are held for `grace` seconds.
     case dropped(room: String, user: String, grace: TimeInterval)
     /// A join of `user` to `room` was refused with `code`.
@@ -56,6 +58,7 @@ public enum RoomActivity: Equatable, Sendable, CustomStringConvertible {
         case let .joined(room, user, count, resumed):
             "join room=\(room) user=\(user) participants=\(count)" + (resumed ? " resumed" : "")
         case let .left(room, user, reason): "leave room=\(room) user=\(user) reason=\(reason.rawValue)"
+        case let .kicked(room, user, code): "leave room=\(room) user=\(user) reason=kicked code=\(code)"
         case let .dropped(room, user, grace): "drop room=\(room) user=\(user) grace=\(String(format: "%.1f", grace))s"
         case let .refused(room, user, code): "refuse room=\(room) user=\(user) code=\(code)"
         case let .closed(connection, code): "close connection=\(connection.rawValue) code=\(code)"
@@ -80,8 +83,14 @@ public enum RoomActivity: Equatable, Sendable, CustomStringConvertible {
 ///   with a video section are refused (`video_not_allowed`): Veil sends voice and expressions only.
 /// - Anything but `join` and `ping` before joining gets `not_joined`. An undecodable message gets
 ///   its error and the connection is closed; a joined sender is removed as `kicked`.
+/// - Limits (`Configuration`): a connection beyond `maximumConnections`, or beyond
+///   `maximumUnjoinedConnections` of those not in a room, gets `server_full` and is closed. A
+///   connection that sends more messages, bytes or joins than its token buckets allow gets
+///   `rate_limited`; one that leaves more than `maximumBacklogBytes` unread, or leaves queued bytes
+///   unacknowledged for `stallTimeout`, gets `slow_consumer` (and its transport is cut). Either way
+///   it is closed and a joined offender leaves as `kicked`.
 public struct RoomDirectory: Sendable {
-    /// Limits and timings.
+    /// Limits and timings. The limits and why they are what they are: docs/protocol.md, "Limits".
     public struct Configuration: Equatable, Sendable {
         /// Most participants in one room (a WebRTC mesh grows as n²): default 8.
         public var maximumParticipants: Int
@@ -95,15 +104,84 @@ public struct RoomDirectory: Sendable {
         public var joinTimeout: TimeInterval
         /// STUN/TURN servers handed out in `joined`.
         public var iceServers: [ICEServer]
+        /// Most open WebSocket connections, joined or not; one more gets `server_full`. Default 4096.
+        public var maximumConnections: Int
+        /// Most connections that have not joined a room (they are cheap to open and each waits up to
+        /// `joinTimeout`); one more gets `server_full`. Default half of `maximumConnections`, so an
+        /// idle-connection flood leaves the other half to people in calls.
+        public var maximumUnjoinedConnections: Int
+        /// Messages per connection (every kind, `ping` included). Default 50/s with a burst that
+        /// grows with the room size: see `RateLimit.messages(roomSize:)`.
+        public var messageRate: RateLimit
+        /// Bytes received per connection, as the transport counts them (frames, control frames and
+        /// all). Default 128 KiB/s with a burst of 1 MiB.
+        public var byteRate: RateLimit
+        /// `join` messages per connection, accepted or not. Default a burst of 5, then one per 5 s.
+        public var joinRate: RateLimit
+        /// Most bytes queued for one connection and not yet acknowledged by its TCP; more gets it
+        /// closed with `slow_consumer` at once. Default 1 MiB.
+        public var maximumBacklogBytes: Int
+        /// How long a connection may leave queued bytes unacknowledged (it does not read) before it is
+        /// closed with `slow_consumer`. Default 5 s.
+        public var stallTimeout: TimeInterval
 
         /// Limits and timings; the defaults suit a local mesh.
         public init(maximumParticipants: Int = 8, silenceTimeout: TimeInterval = 4, reconnectGrace: TimeInterval = 3,
-                    joinTimeout: TimeInterval = 15, iceServers: [ICEServer] = []) {
+                    joinTimeout: TimeInterval = 15, iceServers: [ICEServer] = [],
+                    maximumConnections: Int = 4096, maximumUnjoinedConnections: Int? = nil,
+                    messageRate: RateLimit? = nil, byteRate: RateLimit = .init(perSecond: 128 * 1024, burst: 1024 * 1024),
+                    joinRate: RateLimit = .init(perSecond: 0.2, burst: 5),
+                    maximumBacklogBytes: Int = 1024 * 1024, stallTimeout: TimeInterval = 5) {
             self.maximumParticipants = max(1, maximumParticipants)
             self.silenceTimeout = silenceTimeout
             self.reconnectGrace = reconnectGrace
             self.joinTimeout = joinTimeout
             self.iceServers = iceServers
+            self.maximumConnections = max(1, maximumConnections)
+            self.maximumUnjoinedConnections = max(1, maximumUnjoinedConnections ?? self.maximumConnections / 2)
+            self.messageRate = messageRate ?? .messages(roomSize: self.maximumParticipants)
+            self.byteRate = byteRate
+            self.joinRate = joinRate
+            self.maximumBacklogBytes = max(1, maximumBacklogBytes)
+            self.stallTimeout = stallTimeout
+        }
+    }
+
+    /// A token bucket's size: `perSecond` sustained, up to `burst` at once after a quiet spell.
+    public struct RateLimit: Equatable, Sendable, CustomStringConvertible {
+        /// Refill per second.
+        public var perSecond: Double
+        /// Capacity (and the allowance of a new connection).
+        public var burst: Double
+        /// A limit.
+        public init(perSecond: Double, burst: Double) {
+            self.perSecond = max(0, perSecond)
+            self.burst = max(1, burst)
+        }
+
+        /// The message limit for rooms of `roomSize`: 50 per second, and a burst of 60 plus 30 for
+        /// each other participant. A newcomer sends one offer and trickles some 10–25 ICE
+        /// candidates to each of the others within a second or two of joining; otherwise a client
+        /// sends one `ping` a second and an occasional `mute`.
+        public static func messages(roomSize: Int) -> RateLimit {
+            RateLimit(perSecond: 50, burst: Double(60 + 30 * max(0, roomSize - 1)))
+        }
+
+        public var description: String { "\(Self.number(perSecond))/s, burst \(Self.number(burst))" }
+        private static func number(_ x: Double) -> String { x.rounded() == x ? String(Int(x)) : String(format: "%.2f", x) }
+    }
+
+    /// What the transport says about one connection, read by the server a few times a second.
+    public struct TransportReading: Equatable, Sendable {
+        /// Bytes received on the connection since it opened (all of them: frames, control frames).
+        public var bytesReceived: UInt64
+        /// Bytes its peer's TCP has acknowledged since it opened.
+        public var bytesAcknowledged: UInt64
+        /// Bytes queued for it (by the server and in the kernel) that its peer has not acknowledged yet.
+        public var backlogBytes: Int
+        /// A reading.
+        public init(bytesReceived: UInt64, bytesAcknowledged: UInt64, backlogBytes: Int) {
+            self.bytesReceived = bytesReceived; self.bytesAcknowledged = bytesAcknowledged; self.backlogBytes = backlogBytes
         }
     }
 
@@ -115,6 +193,8 @@ public struct RoomDirectory: Sendable {
         case received(ClientMessage, from: ConnectionID)
         /// Something arrived that is not a valid message (bad JSON, binary frame, too large).
         case invalid(SignalingError, from: ConnectionID)
+        /// The transport's counters for a connection (see `TransportReading`): byte rate and backlog.
+        case transport(ConnectionID, TransportReading)
         /// The connection closed (by the peer or by the network), without the server asking.
         case disconnected(ConnectionID)
         /// Time passed: check silences, join deadlines and grace periods. Call it a few times a second.
@@ -129,6 +209,10 @@ public struct RoomDirectory: Sendable {
         case send(ServerMessage, to: ConnectionID)
         /// Close `connection` with `code` (after the sends before it). The directory has forgotten it.
         case close(ConnectionID, code: WebSocketCloseCode)
+        /// Cut `connection`'s transport now, after its `close`, without waiting for the closing
+        /// handshake: its peer does not read, so the handshake cannot complete, and what is queued for
+        /// it should be freed.
+        case abort(ConnectionID)
         /// Write a log line.
         case log(RoomActivity)
     }
@@ -146,6 +230,38 @@ public struct RoomDirectory: Sendable {
         var user: String?
         var lastSeen: TimeInterval
         var idleSince: TimeInterval    // when it opened or last left a room
+        var messages: TokenBucket
+        var bytes: TokenBucket
+        var joins: TokenBucket
+        var bytesReceived: UInt64 = 0  // at the last transport reading
+        var bytesAcknowledged: UInt64 = 0
+        var stalledSince: TimeInterval? // backlog with no acknowledgement since then
+
+        init(now: TimeInterval, configuration: Configuration) {
+            lastSeen = now
+            idleSince = now
+            messages = TokenBucket(configuration.messageRate, now: now)
+            bytes = TokenBucket(configuration.byteRate, now: now)
+            joins = TokenBucket(configuration.joinRate, now: now)
+        }
+    }
+
+    /// A token bucket: starts full, refills at the limit's rate up to its burst.
+    struct TokenBucket: Equatable, Sendable {
+        let limit: RateLimit
+        var tokens: Double
+        var updated: TimeInterval
+
+        init(_ limit: RateLimit, now: TimeInterval) { self.limit = limit; tokens = limit.burst; updated = now }
+
+        /// Takes `amount` if there is that much; false (and nothing taken) otherwise.
+        mutating func take(_ amount: Double, now: TimeInterval) -> Bool {
+            tokens = min(limit.burst, tokens + max(0, now - updated) * limit.perSecond)
+            updated = max(updated, now)
+            guard tokens >= amount else { return false }
+            tokens -= amount
+            return true
+        }
     }
 
     /// The configuration in force.
@@ -166,6 +282,8 @@ public struct RoomDirectory: Sendable {
     public var participantCount: Int { rooms.values.reduce(0) { $0 + $1.count } }
     /// Number of open connections, joined or not.
     public var connectionCount: Int { connections.count }
+    /// Number of open connections not in a room.
+    public var unjoinedConnectionCount: Int { connections.values.reduce(0) { $0 + ($1.room == nil ? 1 : 0) } }
     /// The participants of `room`, in join order.
     public func participants(in room: String) -> [ParticipantInfo] {
         (rooms[room] ?? []).map { ParticipantInfo(user: $0.user, muted: $0.muted) }
@@ -180,22 +298,29 @@ public struct RoomDirectory: Sendable {
         let now = time.monotonic
         switch event {
         case .connected(let id):
-            connections[id] = Connection(lastSeen: now, idleSince: now)
+            guard connections[id] == nil else { return [] }
+            if connections.count >= configuration.maximumConnections {
+                return refuseConnection(id, message: "the server has its maximum of \(configuration.maximumConnections) connections: try again later")
+            }
+            if unjoinedConnectionCount >= configuration.maximumUnjoinedConnections {
+                return refuseConnection(id, message: "too many connections are waiting to join (\(configuration.maximumUnjoinedConnections)): try again later")
+            }
+            connections[id] = Connection(now: now, configuration: configuration)
             return []
         case let .received(message, id):
             guard connections[id] != nil else { return [] }
             connections[id]?.lastSeen = now
+            guard connections[id]?.messages.take(1, now: now) == true else {
+                return expel(id, SignalingError(.rateLimited, "more than \(configuration.messageRate) messages: slow down"))
+            }
+            if case .join = message, connections[id]?.joins.take(1, now: now) != true {
+                return expel(id, SignalingError(.rateLimited, "more than \(configuration.joinRate) joins on one connection"))
+            }
             return receive(message, from: id, at: time)
         case let .invalid(error, id):
-            guard let connection = connections.removeValue(forKey: id) else { return [] }
-            var actions: [Action] = [.send(.error(code: error.code, message: error.message), to: id),
-                                     .close(id, code: Self.closeCode(for: error.code))]
-            if let room = connection.room, let user = connection.user {
-                actions += remove(user: user, from: room, reason: .kicked)
-            } else {
-                actions.append(.log(.closed(id, code: error.code)))
-            }
-            return actions
+            return expel(id, error)
+        case let .transport(id, reading):
+            return transport(reading, of: id, now: now)
         case .disconnected(let id):
             guard let connection = connections.removeValue(forKey: id) else { return [] }
             return drop(connection, lastSignOfLife: now)
@@ -209,6 +334,54 @@ public struct RoomDirectory: Sendable {
                 [.send(.error(code: .serverShutdown, message: "the server is shutting down"), to: id), .close(id, code: .goingAway)]
             }
         }
+    }
+
+    // MARK: - Limits
+
+    private func refuseConnection(_ id: ConnectionID, message: String) -> [Action] {
+        [.send(.error(code: .serverFull, message: message), to: id), .close(id, code: .serverFull), .log(.closed(id, code: .serverFull))]
+    }
+
+    /// Closes a connection that broke the protocol or a limit: its error, its close code, and a joined
+    /// participant leaves as `kicked`.
+    private mutating func expel(_ id: ConnectionID, _ error: SignalingError, abort: Bool = false) -> [Action] {
+        guard let connection = connections.removeValue(forKey: id) else { return [] }
+        var actions: [Action] = [.send(.error(code: error.code, message: error.message), to: id),
+                                 .close(id, code: Self.closeCode(for: error.code))]
+        if abort { actions.append(.abort(id)) }
+        if let room = connection.room, let user = connection.user {
+            actions += remove(user: user, from: room, reason: .kicked, code: error.code)
+        } else {
+            actions.append(.log(.closed(id, code: error.code)))
+        }
+        return actions
+    }
+
+    private mutating func transport(_ reading: TransportReading, of id: ConnectionID, now: TimeInterval) -> [Action] {
+        guard var connection = connections[id] else { return [] }
+        let received = reading.bytesReceived >= connection.bytesReceived ? reading.bytesReceived - connection.bytesReceived : 0
+        connection.bytesReceived = max(connection.bytesReceived, reading.bytesReceived)
+        if received > 0, !connection.bytes.take(Double(received), now: now) {
+            connections[id] = connection
+            return expel(id, SignalingError(.rateLimited, "more than \(configuration.byteRate) bytes: slow down"))
+        }
+        if reading.backlogBytes > configuration.maximumBacklogBytes {
+            connections[id] = connection
+            return expel(id, SignalingError(.slowConsumer, "\(reading.backlogBytes) bytes queued for this connection and not read: read what the server sends"), abort: true)
+        }
+        if reading.backlogBytes > 0, reading.bytesAcknowledged <= connection.bytesAcknowledged {
+            let since = connection.stalledSince ?? now
+            connection.stalledSince = since
+            if now - since >= configuration.stallTimeout {
+                connections[id] = connection
+                return expel(id, SignalingError(.slowConsumer, "nothing read for \(Int(configuration.stallTimeout)) s with \(reading.backlogBytes) bytes waiting: read what the server sends"), abort: true)
+            }
+        } else {
+            connection.stalledSince = nil
+        }
+        connection.bytesAcknowledged = max(connection.bytesAcknowledged, reading.bytesAcknowledged)
+        connections[id] = connection
+        return []
     }
 
     // MARK: - Messages
@@ -316,12 +489,12 @@ public struct RoomDirectory: Sendable {
         }
     }
 
-    private mutating func remove(user: String, from room: String, reason: LeaveReason) -> [Action] {
+    private mutating func remove(user: String, from room: String, reason: LeaveReason, code: SignalingErrorCode? = nil) -> [Action] {
         guard var members = rooms[room], let index = members.firstIndex(where: { $0.user == user }) else { return [] }
         members.remove(at: index)
         rooms[room] = members.isEmpty ? nil : members
-        return broadcast(.participantLeft(user: user, reason: reason), in: room, except: user)
-            + [.log(.left(room: room, user: user, reason: reason))]
+        let line: RoomActivity = if let code { .kicked(room: room, user: user, code: code) } else { .left(room: room, user: user, reason: reason) }
+        return broadcast(.participantLeft(user: user, reason: reason), in: room, except: user) + [.log(line)]
     }
 
     private mutating func drop(_ connection: Connection, lastSignOfLife: TimeInterval) -> [Action] {
@@ -362,6 +535,11 @@ public struct RoomDirectory: Sendable {
     }
 
     static func closeCode(for code: SignalingErrorCode) -> WebSocketCloseCode {
-        code == .messageTooLarge ? .tooBig : .protocolError
+        switch code {
+        case .messageTooLarge: .tooBig
+        case .rateLimited, .slowConsumer: .policyViolation
+        case .serverFull: .serverFull
+        default: .protocolError
+        }
     }
 }

@@ -21,6 +21,7 @@ final class ServerAcceptor {
     private let socket: UnsafeMutablePointer<GSocket>
     private let server: UnsafeMutablePointer<SoupServer>
     private let onFailure: (String) -> Void
+    private let admit: (UnsafeMutablePointer<GSocket>) -> Bool
     private var source: UnsafeMutablePointer<GSource>?
     private var retry: UnsafeMutablePointer<GSource>?
     private var closed = false
@@ -34,12 +35,16 @@ final class ServerAcceptor {
     static let pauseAfterFailureMilliseconds: UInt32 = 250
 
     /// Listens on `address` and starts accepting into `server` on the calling thread's default
-    /// main context (the server's loop). `onFailure` hears of failed accepts (one call per pause).
+    /// main context (the server's loop). `admit` sees each accepted socket first and says whether
+    /// to serve it (false closes it at once: the server is full); `onFailure` hears of failed
+    /// accepts (one call per pause).
     /// - Throws: `GLibError` when the socket cannot be made, bound or set listening.
     init(address: UnsafeMutablePointer<GSocketAddress>, server: UnsafeMutablePointer<SoupServer>,
+         admit: @escaping (UnsafeMutablePointer<GSocket>) -> Bool = { _ in true },
          onFailure: @escaping (String) -> Void) throws {
         socket = try Self.listeningSocket(on: address, backlog: Self.backlog)
         self.server = server
+        self.admit = admit
         self.onFailure = onFailure
         g_object_ref(UnsafeMutableRawPointer(server))
         watch()
@@ -154,6 +159,7 @@ final class ServerAcceptor {
     /// Gives an accepted socket to the HTTP server as a stream; consumes the socket's reference.
     private func hand(_ client: UnsafeMutablePointer<GSocket>) {
         defer { g_object_unref(UnsafeMutableRawPointer(client)) }
+        guard admit(client) else { return } // dropping our reference closes it
         g_socket_set_option(client, Int32(IPPROTO_TCP), Int32(TCP_NODELAY), 1, nil) // as libsoup does: small messages, no delay
         let local = g_socket_get_local_address(client, nil), remote = g_socket_get_remote_address(client, nil)
         defer {

@@ -34,12 +34,17 @@ public final class RoomServer: @unchecked Sendable {
         public var rooms: RoomDirectory.Configuration
         /// The clocks (injected for tests).
         public var clock: @Sendable () -> SignalingTime
+        /// A TCP connection must have become a WebSocket, or had its HTTP answer, within this long
+        /// after it was accepted, or it is shut down (connections that send nothing, or half a
+        /// request, would otherwise hold a descriptor for good). Default 10 s.
+        public var handshakeTimeout: TimeInterval
 
         /// A configuration; by default 127.0.0.1:7878, rooms of 8.
         public init(secret: ServerSecret, host: String = "127.0.0.1", port: Int = RoomServer.defaultPort,
-                    rooms: RoomDirectory.Configuration = .init(),
+                    rooms: RoomDirectory.Configuration = .init(), handshakeTimeout: TimeInterval = 10,
                     clock: @escaping @Sendable () -> SignalingTime = { SignalingTime.now() }) {
             self.secret = secret; self.host = host; self.port = port; self.rooms = rooms; self.clock = clock
+            self.handshakeTimeout = handshakeTimeout
         }
     }
 
@@ -53,7 +58,18 @@ public final class RoomServer: @unchecked Sendable {
         public var connections: Int
         /// Seconds since `start`.
         public var uptimeSeconds: Int
+        /// Accepted TCP connections the server holds: WebSockets and HTTP requests in progress.
+        public var sockets: Int = 0
+        /// The most WebSocket connections it takes: the configured number, lowered to fit the
+        /// open-file limit if need be.
+        public var maximumConnections: Int = 0
     }
+
+    /// TCP connections the server takes beyond `maximumConnections`, so that `/health` and the
+    /// `server_full` answers still get through when it is full.
+    public static let socketHeadroom = 64
+    /// Descriptors kept free for the process itself (log, loop wake-ups, the listening socket).
+    static let reservedFiles = 64
 
     /// The port `veil serve` uses unless told otherwise.
     public static let defaultPort = 7878
@@ -181,6 +197,9 @@ final class ServerCore: @unchecked Sendable {
     private var acceptor: ServerAcceptor?
     private var directory: RoomDirectory
     private var peers: [ConnectionID: WebSocketPeer] = [:]
+    private var sockets: [UnsafeMutableRawPointer: TransportSocket] = [:]
+    private let socketLimit: Int
+    private let handshakeTimeout: TimeInterval
     private var nextID: UInt64 = 1
     private var pending: [RoomDirectory.Event] = []
     private var processing = false
@@ -197,7 +216,18 @@ final class ServerCore: @unchecked Sendable {
         self.loop = loop
         self.clock = configuration.clock
         self.emit = emit
-        directory = RoomDirectory(configuration: configuration.rooms, tokens: TokenAuthority(secret: configuration.secret))
+        // Every connection is a descriptor: never promise more than the open-file limit can hold.
+        var rooms = configuration.rooms
+        if let files = TransportSocket.openFileLimit {
+            let fitting = max(1, files - RoomServer.socketHeadroom - RoomServer.reservedFiles)
+            if rooms.maximumConnections > fitting {
+                rooms.maximumConnections = fitting
+                rooms.maximumUnjoinedConnections = min(rooms.maximumUnjoinedConnections, max(1, fitting / 2))
+            }
+        }
+        socketLimit = rooms.maximumConnections + RoomServer.socketHeadroom
+        handshakeTimeout = configuration.handshakeTimeout
+        directory = RoomDirectory(configuration: rooms, tokens: TokenAuthority(secret: configuration.secret))
         startedAt = configuration.clock().monotonic
 
         let host = configuration.host == "localhost" ? "127.0.0.1" : configuration.host
@@ -230,7 +260,9 @@ final class ServerCore: @unchecked Sendable {
         // Veil listens and accepts itself, not through soup_server_listen (see ServerAcceptor).
         do {
             guard let server else { throw VeilError.io("the HTTP server is gone") }
-            let acceptor = try ServerAcceptor(address: address, server: server) { [weak self] reason in
+            let acceptor = try ServerAcceptor(address: address, server: server, admit: { [weak self] socket in
+                self?.admit(socket) ?? false
+            }) { [weak self] reason in
                 guard let self else { return }
                 self.emit(.acceptFailed(reason), self.clock().date)
             }
@@ -242,6 +274,8 @@ final class ServerCore: @unchecked Sendable {
         }
         timer = loop.every(milliseconds: Self.tickMilliseconds) { [weak self] in
             guard let self else { return false }
+            self.sweepSockets()
+            self.readTransports()
             self.feed(.tick)
             return true
         }
@@ -250,7 +284,8 @@ final class ServerCore: @unchecked Sendable {
     func status() -> RoomServer.Status {
         RoomServer.Status(rooms: directory.roomCount, participants: directory.participantCount,
                           connections: directory.connectionCount,
-                          uptimeSeconds: max(0, Int(clock().monotonic - startedAt)))
+                          uptimeSeconds: max(0, Int(clock().monotonic - startedAt)),
+                          sockets: sockets.count, maximumConnections: directory.configuration.maximumConnections)
     }
 
     /// Ends every session; `drained` runs once all connections have closed (maybe never: the caller waits with a timeout).
@@ -269,6 +304,7 @@ final class ServerCore: @unchecked Sendable {
         acceptor?.close()
         acceptor = nil
         whenDrained = nil
+        sockets.removeAll()
         let remaining = peers.values
         peers.removeAll()
         for peer in remaining { peer.abort() }
@@ -281,10 +317,43 @@ final class ServerCore: @unchecked Sendable {
 
     // MARK: Connections
 
+    /// Whether to serve a socket just accepted: not beyond `socketLimit` (the directory answers
+    /// `server_full` to WebSockets beyond `maximumConnections`; the headroom lets it, and `/health`).
+    private func admit(_ socket: UnsafeMutablePointer<GSocket>) -> Bool {
+        if sockets.count >= socketLimit { sweepSockets() }
+        guard sockets.count < socketLimit else { return false }
+        let transport = TransportSocket(socket, acceptedAt: clock().monotonic)
+        sockets[transport.key] = transport
+        return true
+    }
+
+    /// Forgets sockets libsoup has closed; shuts down those that have been neither a WebSocket nor
+    /// answered within `handshakeTimeout` (libsoup 3.2 has no such deadline of its own).
+    private func sweepSockets() {
+        let now = clock().monotonic
+        for (key, socket) in sockets {
+            if socket.isClosed {
+                sockets[key] = nil
+            } else if !socket.upgraded, now - socket.acceptedAt > handshakeTimeout {
+                socket.shutDown()
+                sockets[key] = nil
+            }
+        }
+    }
+
+    /// Hands the directory each WebSocket's byte counts and backlog (rate and slow-reader limits).
+    private func readTransports() {
+        for (id, peer) in peers.sorted(by: { $0.key < $1.key }) {
+            if let reading = peer.transportReading() { feed(.transport(id, reading)) }
+        }
+    }
+
     private func accept(_ connection: OpaquePointer) {
         let id = ConnectionID(nextID)
         nextID += 1
-        peers[id] = WebSocketPeer(connection: connection,
+        let transport = TransportSocket.socket(of: connection).flatMap { sockets[UnsafeMutableRawPointer($0)] }
+        transport?.upgraded = true
+        peers[id] = WebSocketPeer(connection: connection, transport: transport,
                                   onMessage: { [weak self] isText, bytes in self?.received(isText: isText, bytes, from: id) },
                                   onClosed: { [weak self] in self?.closed(id) })
         feed(.connected(id))
@@ -343,6 +412,10 @@ final class ServerCore: @unchecked Sendable {
                 peer.abort()
                 self.closed(id)
             }
+        case .abort(let id):
+            guard let peer = peers[id] else { return }
+            peer.abort()
+            closed(id)
         case .log(let activity):
             emit(.activity(activity), time.date)
         }
@@ -386,9 +459,15 @@ final class ServerCore: @unchecked Sendable {
 final class WebSocketPeer {
     private let connection: OpaquePointer // SoupWebsocketConnection
     private var handlers: [UInt] = []
+    private let transport: TransportSocket?
+    private let baseline: TransportSocket.Counters? // the HTTP upgrade's bytes, not counted
+    private var bytesQueued: UInt64 = 0              // WebSocket frames handed to libsoup
 
-    init(connection: OpaquePointer, onMessage: @escaping (_ isText: Bool, [UInt8]) -> Void, onClosed: @escaping () -> Void) {
+    init(connection: OpaquePointer, transport: TransportSocket?,
+         onMessage: @escaping (_ isText: Bool, [UInt8]) -> Void, onClosed: @escaping () -> Void) {
         self.connection = connection
+        self.transport = transport
+        baseline = transport?.counters()
         let object = UnsafeMutableRawPointer(connection)
         g_object_ref(object) // the handler's reference is not ours to keep
         // Above the protocol's 64 KiB so the directory can answer message_too_large itself;
@@ -410,7 +489,20 @@ final class WebSocketPeer {
 
     func send(_ text: String) {
         guard isOpen else { return }
+        let length = UInt64(text.utf8.count)
+        bytesQueued += length + (length < 126 ? 2 : length < 65536 ? 4 : 10) // unmasked frame header
         soup_websocket_connection_send_text(connection, text)
+    }
+
+    /// The kernel's counters since the upgrade, and what is queued for the peer and not yet
+    /// acknowledged: libsoup's queue (frames handed to it minus bytes acknowledged, an estimate that
+    /// ignores its own control frames) or the kernel's send queue, whichever is larger.
+    func transportReading() -> RoomDirectory.TransportReading? {
+        guard let transport, let baseline, let now = transport.counters() else { return nil }
+        let received = now.received >= baseline.received ? now.received - baseline.received : 0
+        let acknowledged = now.acknowledged >= baseline.acknowledged ? now.acknowledged - baseline.acknowledged : 0
+        let unacknowledged = bytesQueued > acknowledged ? Int(clamping: bytesQueued - acknowledged) : 0
+        return .init(bytesReceived: received, bytesAcknowledged: acknowledged, backlogBytes: max(unacknowledged, now.queued))
     }
 
     func close(_ code: WebSocketCloseCode) {

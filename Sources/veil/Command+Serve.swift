@@ -22,6 +22,9 @@ OPTIONS:
   --secret-file PATH   The token signing secret (default \(ServerSecret.defaultFile().path)),
                        created with mode 0600 if absent. Without this option $VEIL_SECRET
                        (hex or base64, ≥ 32 bytes) takes precedence over the default file.
+  --max-connections N  Most WebSocket connections at once (default 4096, lowered to fit the
+                       open-file limit); beyond it clients get `server_full`. Half of them at
+                       most may be waiting to join. Per-connection rate limits: docs/protocol.md
   --ice-server URL     A STUN/TURN server handed to clients in `joined` (comma-separated for
                        several): stun:HOST:PORT, or turn:USER:PASSWORD@HOST:PORT for a TURN server
                        with a static user (every client gets that user)
@@ -51,10 +54,11 @@ func loadSecret(_ args: Arguments, createIfMissing: Bool) throws -> (ServerSecre
 }
 
 func runServe(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server"], booleans: [])
+    let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server", "max-connections"], booleans: [])
     guard args.positionals.isEmpty else { throw UsageError("serve takes no positional arguments") }
     let port = try args.int("port", default: RoomServer.defaultPort, range: 0...65535)
     let roomSize = try args.int("room-size", default: 8, range: 2...32)
+    let maximumConnections = try args.int("max-connections", default: 4096, range: 2...1_000_000)
     let host = args.value("host") ?? "127.0.0.1"
     let iceServers = try (args.value("ice-server") ?? "").split(separator: ",").map { try iceServer(String($0)) }
     let (secret, source) = try loadSecret(args, createIfMissing: true)
@@ -63,7 +67,8 @@ func runServe(_ argv: [String]) throws {
     if let problem = files.problem { Terminal.note("veil serve: open-file limit \(files.soft): \(problem)") }
 
     let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
-                                                 rooms: .init(maximumParticipants: roomSize, iceServers: iceServers)))
+                                                 rooms: .init(maximumParticipants: roomSize, iceServers: iceServers,
+                                                              maximumConnections: maximumConnections)))
     // Log lines go to stdout as they happen, from a task that ends with the event stream.
     let logged = DispatchSemaphore(value: 0)
     Task.detached {
@@ -74,6 +79,10 @@ func runServe(_ argv: [String]) throws {
     Terminal.note("veil serve: secret from \(source)")
     if host == "0.0.0.0" || host == "::" {
         Terminal.note("veil serve: listening on every interface, port \(server.port ?? port); signaling is not encrypted (ws://)")
+    }
+    let taken = server.status().maximumConnections
+    if taken < maximumConnections {
+        Terminal.note("veil serve: at most \(taken) connections (the open-file limit is \(files.soft)); raise it with ulimit -n for more")
     }
     Terminal.note("veil serve: clients connect to \(url.absoluteString); health at \(server.healthURL?.absoluteString ?? "/health"). Ctrl-C stops.")
 

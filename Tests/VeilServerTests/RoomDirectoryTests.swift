@@ -344,7 +344,7 @@ final class RoomDirectoryTests: XCTestCase {
         let error = SignalingError(.messageTooLarge, "too big")
         XCTAssertEqual(h.handle(.invalid(error, from: b)), [
             .send(.error(code: .messageTooLarge, message: "too big"), to: b), .close(b, code: .tooBig),
-            .send(.participantLeft(user: "bob", reason: .kicked), to: a), .log(.left(room: "r1", user: "bob", reason: .kicked)),
+            .send(.participantLeft(user: "bob", reason: .kicked), to: a), .log(.kicked(room: "r1", user: "bob", code: .messageTooLarge)),
         ])
         let stranger = h.open()
         XCTAssertEqual(h.handle(.invalid(SignalingError(.unknownType, "?"), from: stranger)), [
@@ -448,6 +448,8 @@ final class RoomDirectoryTests: XCTestCase {
                     case let .close(closed, _):
                         XCTAssertTrue(open.contains(closed), "seed \(seed) step \(step): double close \(closed)")
                         open.remove(closed); views[closed] = nil
+                    case .abort(let cut):
+                        XCTAssertFalse(open.contains(cut), "seed \(seed) step \(step): abort before close \(cut)")
                     case .log:
                         break
                     }

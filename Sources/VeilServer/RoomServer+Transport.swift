@@ -1,0 +1,98 @@
+internal import CGStreamer
+internal import CSoup
+import Foundation
+import VeilGLib
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The kernel's view of the room server's TCP connections: every raw socket call the server makes
+// about an accepted connection is in this file.
+
+/// One accepted TCP connection, from `accept` until libsoup closes it: when it came, whether it has
+/// become a WebSocket, and the kernel's counters for it. Holds a reference to the `GSocket` (the
+/// descriptor stays libsoup's: it closes the stream, which closes the socket).
+///
+/// Used on the server's loop thread only.
+final class TransportSocket {
+    private let socket: UnsafeMutablePointer<GSocket>
+    /// When it was accepted (monotonic seconds).
+    let acceptedAt: TimeInterval
+    /// Whether it carries a WebSocket (then the room directory watches it; otherwise the HTTP deadline applies).
+    var upgraded = false
+
+    /// Takes a reference of its own to `socket`.
+    init(_ socket: UnsafeMutablePointer<GSocket>, acceptedAt: TimeInterval) {
+        self.socket = socket
+        self.acceptedAt = acceptedAt
+        g_object_ref(UnsafeMutableRawPointer(socket))
+    }
+
+    deinit { g_object_unref(UnsafeMutableRawPointer(socket)) }
+
+    /// The socket, as a key for the server's table of connections.
+    var key: UnsafeMutableRawPointer { UnsafeMutableRawPointer(socket) }
+
+    /// Whether libsoup (or anyone) has closed it.
+    var isClosed: Bool { g_socket_is_closed(socket) != 0 }
+
+    /// Shuts both directions down: libsoup reads end-of-file and closes the connection itself.
+    func shutDown() { g_socket_shutdown(socket, 1, 1, nil) }
+
+    /// The kernel's counters, or nil if it will not say (the socket is closed, or not TCP).
+    struct Counters: Equatable {
+        /// Bytes received since the connection opened.
+        var received: UInt64
+        /// Bytes sent and acknowledged by the peer since the connection opened.
+        var acknowledged: UInt64
+        /// Bytes in the kernel's send queue: not yet sent, or sent and not acknowledged.
+        var queued: Int
+    }
+
+    /// Reads `TCP_INFO` and `SIOCOUTQ`.
+    func counters() -> Counters? {
+        guard !isClosed else { return nil }
+        let fd = g_socket_get_fd(socket)
+        // Linux's `struct tcp_info` (linux/tcp.h, which Glibc's module does not import; glibc's own
+        // copy stops before these fields): tcpi_bytes_acked at byte 120 and tcpi_bytes_received at
+        // byte 128, both since Linux 4.1. The kernel only ever appends fields, and says how many
+        // bytes it filled in.
+        var info = [UInt8](repeating: 0, count: 256)
+        var length = socklen_t(info.count)
+        let status = info.withUnsafeMutableBytes { getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, $0.baseAddress, &length) }
+        guard status == 0, length >= 136 else { return nil }
+        let acknowledged = info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 120, as: UInt64.self) }
+        let received = info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 128, as: UInt64.self) }
+        var queued: Int32 = 0
+        if ioctl(fd, UInt(TIOCOUTQ), &queued) != 0 { queued = 0 } // SIOCOUTQ: unsent + unacknowledged
+        return Counters(received: received, acknowledged: acknowledged, queued: Int(max(0, queued)))
+    }
+
+    /// The TCP socket under a libsoup WebSocket connection: libsoup wraps the stream the acceptor
+    /// gave it (a `GSocketConnection`) in a private `SoupIOStream`, whose `base-iostream` property is
+    /// that stream. Nil if the layering is not as expected (another libsoup version).
+    static func socket(of connection: OpaquePointer) -> UnsafeMutablePointer<GSocket>? {
+        guard var stream = soup_websocket_connection_get_io_stream(connection) else { return nil }
+        let object = UnsafeMutableRawPointer(stream)
+        if let instance = object.assumingMemoryBound(to: GTypeInstance.self).pointee.g_class,
+           let property = g_object_class_find_property(UnsafeMutableRawPointer(instance).assumingMemoryBound(to: GObjectClass.self), "base-iostream") {
+            var value = GValue()
+            g_value_init(&value, property.pointee.value_type)
+            defer { g_value_unset(&value) }
+            g_object_get_property(object.assumingMemoryBound(to: GObject.self), "base-iostream", &value)
+            // Borrowed: the SoupIOStream keeps its base alive as long as the connection lives.
+            guard let base = g_value_get_object(&value) else { return nil }
+            stream = base.assumingMemoryBound(to: GIOStream.self)
+        }
+        let typed = UnsafeMutableRawPointer(stream).assumingMemoryBound(to: GTypeInstance.self)
+        guard g_type_check_instance_is_a(typed, g_socket_connection_get_type()) != 0 else { return nil }
+        return g_socket_connection_get_socket(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: GSocketConnection.self))
+    }
+
+    /// The soft open-file limit of this process (nil if unknown or unlimited).
+    static var openFileLimit: Int? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        return Int(clamping: limit.rlim_cur)
+    }
+}
