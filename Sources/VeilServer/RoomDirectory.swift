@@ -195,6 +195,10 @@ public struct RoomDirectory: Sendable {
         case invalid(SignalingError, from: ConnectionID)
         /// The transport's counters for a connection (see `TransportReading`): byte rate and backlog.
         case transport(ConnectionID, TransportReading)
+        /// The server's transport guard found the connection over `byteRate` between two readings
+        /// (its loop may have been too busy to take them) and has already shut its socket down:
+        /// `rate_limited`, and its transport is cut.
+        case byteRateExceeded(ConnectionID)
         /// The connection closed (by the peer or by the network), without the server asking.
         case disconnected(ConnectionID)
         /// Time passed: check silences, join deadlines and grace periods. Call it a few times a second.
@@ -321,6 +325,8 @@ public struct RoomDirectory: Sendable {
             return expel(id, error)
         case let .transport(id, reading):
             return transport(reading, of: id, now: now)
+        case .byteRateExceeded(let id):
+            return expel(id, byteRateError, abort: true)
         case .disconnected(let id):
             guard let connection = connections.removeValue(forKey: id) else { return [] }
             return drop(connection, lastSignOfLife: now)
@@ -357,13 +363,17 @@ public struct RoomDirectory: Sendable {
         return actions
     }
 
+    private var byteRateError: SignalingError {
+        SignalingError(.rateLimited, "more than \(configuration.byteRate) bytes: slow down")
+    }
+
     private mutating func transport(_ reading: TransportReading, of id: ConnectionID, now: TimeInterval) -> [Action] {
         guard var connection = connections[id] else { return [] }
         let received = reading.bytesReceived >= connection.bytesReceived ? reading.bytesReceived - connection.bytesReceived : 0
         connection.bytesReceived = max(connection.bytesReceived, reading.bytesReceived)
         if received > 0, !connection.bytes.take(Double(received), now: now) {
             connections[id] = connection
-            return expel(id, SignalingError(.rateLimited, "more than \(configuration.byteRate) bytes: slow down"))
+            return expel(id, byteRateError)
         }
         if reading.backlogBytes > configuration.maximumBacklogBytes {
             connections[id] = connection

@@ -13,7 +13,7 @@ import Glibc
 /// become a WebSocket, and the kernel's counters for it. Holds a reference to the `GSocket` (the
 /// descriptor stays libsoup's: it closes the stream, which closes the socket).
 ///
-/// Used on the server's loop thread only.
+/// Used on the server's loop thread only (its static `byteCounts` on any thread).
 final class TransportSocket {
     private let socket: UnsafeMutablePointer<GSocket>
     /// When it was accepted (monotonic seconds).
@@ -53,6 +53,19 @@ final class TransportSocket {
     func counters() -> Counters? {
         guard !isClosed else { return nil }
         let fd = g_socket_get_fd(socket)
+        guard let (received, acknowledged) = Self.byteCounts(fd) else { return nil }
+        var queued: Int32 = 0
+        if ioctl(fd, UInt(TIOCOUTQ), &queued) != 0 { queued = 0 } // SIOCOUTQ: unsent + unacknowledged
+        return Counters(received: received, acknowledged: acknowledged, queued: Int(max(0, queued)))
+    }
+
+    /// The socket's descriptor, for `TransportGuard` to duplicate (-1 once closed).
+    var descriptor: Int32 { isClosed ? -1 : g_socket_get_fd(socket) }
+
+    /// Bytes received and bytes acknowledged by the peer since the connection opened, from the
+    /// kernel's `TCP_INFO` for descriptor `fd`; nil if it will not say (not an open TCP socket).
+    /// Touches nothing but `fd`: `TransportGuard` calls it from its own thread.
+    static func byteCounts(_ fd: Int32) -> (received: UInt64, acknowledged: UInt64)? {
         // Linux's `struct tcp_info` (linux/tcp.h, which Glibc's module does not import; glibc's own
         // copy stops before these fields): tcpi_bytes_acked at byte 120 and tcpi_bytes_received at
         // byte 128, both since Linux 4.1. The kernel only ever appends fields, and says how many
@@ -63,9 +76,7 @@ final class TransportSocket {
         guard status == 0, length >= 136 else { return nil }
         let acknowledged = info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 120, as: UInt64.self) }
         let received = info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 128, as: UInt64.self) }
-        var queued: Int32 = 0
-        if ioctl(fd, UInt(TIOCOUTQ), &queued) != 0 { queued = 0 } // SIOCOUTQ: unsent + unacknowledged
-        return Counters(received: received, acknowledged: acknowledged, queued: Int(max(0, queued)))
+        return (received, acknowledged)
     }
 
     /// The TCP socket under a libsoup WebSocket connection: libsoup wraps the stream the acceptor

@@ -204,6 +204,8 @@ final class ServerCore: @unchecked Sendable {
     private var pending: [RoomDirectory.Event] = []
     private var processing = false
     private var timer: GLibTimer?
+    /// The byte-rate limit off the loop (see `TransportGuard`); stopped in `tearDown`.
+    private var transportGuard: TransportGuard?
     private var whenDrained: (() -> Void)?
     private let startedAt: TimeInterval
     private(set) var port = 0
@@ -216,10 +218,11 @@ final class ServerCore: @unchecked Sendable {
         self.loop = loop
         self.clock = configuration.clock
         self.emit = emit
-        // Every connection is a descriptor: never promise more than the open-file limit can hold.
+        // Every connection is a descriptor, and a WebSocket two (`TransportGuard` holds a duplicate):
+        // never promise more than the open-file limit can hold.
         var rooms = configuration.rooms
         if let files = TransportSocket.openFileLimit {
-            let fitting = max(1, files - RoomServer.socketHeadroom - RoomServer.reservedFiles)
+            let fitting = max(1, (files - RoomServer.socketHeadroom - RoomServer.reservedFiles) / 2)
             if rooms.maximumConnections > fitting {
                 rooms.maximumConnections = fitting
                 rooms.maximumUnjoinedConnections = min(rooms.maximumUnjoinedConnections, max(1, fitting / 2))
@@ -272,6 +275,10 @@ final class ServerCore: @unchecked Sendable {
             tearDown()
             throw VeilError.io("cannot listen on \(configuration.host):\(configuration.port) (\(error)): is another server using the port? Choose another with --port")
         }
+        transportGuard = TransportGuard(limit: rooms.byteRate) { [weak self, weak loop] id in
+            guard let core = self, let loop else { return }
+            loop.perform { [weak core] in core?.transportGuardCut(id) }
+        }
         timer = loop.every(milliseconds: Self.tickMilliseconds) { [weak self] in
             guard let self else { return false }
             self.sweepSockets()
@@ -301,6 +308,8 @@ final class ServerCore: @unchecked Sendable {
     func tearDown() {
         timer?.cancel()
         timer = nil
+        transportGuard?.stop()
+        transportGuard = nil
         acceptor?.close()
         acceptor = nil
         whenDrained = nil
@@ -353,6 +362,7 @@ final class ServerCore: @unchecked Sendable {
         nextID += 1
         let transport = TransportSocket.socket(of: connection).flatMap { sockets[UnsafeMutableRawPointer($0)] }
         transport?.upgraded = true
+        if let transport { transportGuard?.watch(id, fd: transport.descriptor) }
         peers[id] = WebSocketPeer(connection: connection, transport: transport,
                                   onMessage: { [weak self] isText, bytes in self?.received(isText: isText, bytes, from: id) },
                                   onClosed: { [weak self] in self?.closed(id) })
@@ -371,9 +381,19 @@ final class ServerCore: @unchecked Sendable {
         }
     }
 
+    /// The transport guard cut connection `id` for its byte rate (reported from its thread): the
+    /// directory expels it, unless `closed` got there first.
+    private func transportGuardCut(_ id: ConnectionID) {
+        guard transportGuard?.take(id) == true else { return }
+        feed(.byteRateExceeded(id))
+    }
+
     private func closed(_ id: ConnectionID) {
         // Keep the peer alive until the signal emission that brought us here has returned.
         if let peer = peers.removeValue(forKey: id) { loop?.perform { withExtendedLifetime(peer) {} } }
+        // The guard's descriptor goes now (it holds the connection open); if the guard's cut is
+        // why libsoup closed, the directory hears that first, so that the offender is kicked.
+        if transportGuard?.forget(id) == true { feed(.byteRateExceeded(id)) }
         feed(.disconnected(id))
         checkDrained()
     }

@@ -131,6 +131,22 @@ final class RoomDirectoryLimitsTests: XCTestCase {
         XCTAssertEqual(h.directory.participantCount, 0)
     }
 
+    /// The server's transport guard cut a connection for its byte rate off the loop: the directory
+    /// expels it as for any byte-rate breach, and the transport is cut; it is news only once.
+    func testACutByTheTransportGuardIsRateLimitedAndKicked() {
+        var h = Harness()
+        let (a, _) = h.join("r", "alice")
+        let (m, _) = h.join("r", "mallory")
+        let actions = h.handle(.byteRateExceeded(m))
+        XCTAssertEqual(errorCodes(actions), [.rateLimited])
+        XCTAssertEqual(Array(actions.dropFirst()), [
+            .close(m, code: .policyViolation), .abort(m),
+            .send(.participantLeft(user: "mallory", reason: .kicked), to: a), .log(.kicked(room: "r", user: "mallory", code: .rateLimited))])
+        XCTAssertEqual(h.handle(.byteRateExceeded(m)), [])
+        XCTAssertEqual(h.handle(.disconnected(m)), [])
+        XCTAssertEqual(h.directory.participants(in: "r").map(\.user), ["alice"])
+    }
+
     func testABacklogBeyondTheLimitClosesAtOnceAndCutsTheTransport() {
         var h = Harness(.init(maximumBacklogBytes: 100_000))
         let (a, _) = h.join("r", "alice")

@@ -73,7 +73,9 @@ final class RoomServerTests: XCTestCase {
         let parts = valid.split(separator: ".")
         let attacks: [(String, String?, SignalingErrorCode)] = [
             ("forged", try other.issue(room: "r1", user: "mallory", lifetime: 600), .tokenForged),
-            ("tampered", "v1.\(parts[1]).\(String(parts[2].dropLast()))A", .tokenForged),
+            // The signature's first character changed (its last may carry unused bits, and the old
+            // "last one to A" left a signature that ended in A valid).
+            ("tampered", "v1.\(parts[1]).\(parts[2].first == "A" ? "B" : "A")\(String(parts[2].dropFirst()))", .tokenForged),
             ("expired", try authority.issue(room: "r1", user: "mallory", expiry: Date().addingTimeInterval(-1)), .tokenExpired),
             ("wrong room", try token("r2", "mallory"), .tokenWrongRoom),
             ("wrong user", try token("r1", "alice"), .tokenWrongUser),
