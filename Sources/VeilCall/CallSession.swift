@@ -383,6 +383,21 @@ public final class CallSession: @unchecked Sendable {
                 let connection = state.withLock { s -> SignalingConnection? in s.leaving = true; return s.connection }
                 connection?.close()
                 eventSink.yield(.connection(.failed))
+            } else if code == .replaced {
+                // The same user joined from elsewhere and took this seat over: reconnecting would
+                // evict that session in turn, back and forth. End here, without telling the room.
+                let (peers, connection, timers) = state.withLock { s -> ([PeerConnection], SignalingConnection?, [GLibTimer]) in
+                    s.leaving = true
+                    let peers = s.remotes.values.compactMap(\.peer)
+                    s.remotes.removeAll()
+                    let timers = s.timers + [s.reconnectTimer].compactMap { $0 }
+                    s.timers = []; s.reconnectTimer = nil
+                    return (peers, s.connection, timers)
+                }
+                timers.forEach { $0.cancel() }
+                connection?.close()
+                Task { for peer in peers { await peer.close() } }
+                eventSink.yield(.connection(.left))
             }
         case .pong:
             break

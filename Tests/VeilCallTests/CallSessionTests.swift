@@ -206,6 +206,31 @@ final class CallSessionTests: XCTestCase {
         _ = done.wait(timeout: .now() + 10)
     }
 
+    /// The same user joining from a second device takes the seat over; the first session ends
+    /// instead of reconnecting (which would evict the second in turn, back and forth).
+    func testASessionReplacedByTheSameUserEndsWithoutReconnecting() throws {
+        let secret = ServerSecret.random()
+        let (server, url) = try makeServer(secret: secret)
+        defer { server.stop() }
+        let first = try session("alice", url: url, secret: secret, tone: 440)
+        let r1 = Recorder(first)
+        first.start()
+        waitUntil("the first device joined", timeout: 5) { r1.has { if case .joined = $0 { return true }; return false } }
+        let second = try session("alice", url: url, secret: secret, tone: 440)
+        let r2 = Recorder(second)
+        second.start()
+        waitUntil("the second device joined", timeout: 5) { r2.has { if case .joined = $0 { return true }; return false } }
+        waitUntil("the first device is told", timeout: 5) { r1.has { if case .error("replaced", _) = $0 { return true }; return false } }
+        waitUntil("the first session ends", timeout: 5) { r1.has { if case .connection(.left) = $0 { return true }; return false } }
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertFalse(r1.has { if case .connection(.reconnecting) = $0 { return true }; return false }, "the replaced session tried to come back")
+        XCTAssertEqual(r2.count { if case .joined = $0 { return true }; return false }, 1, "the second device was evicted")
+        XCTAssertEqual(server.status().participants, 1)
+        let done = DispatchSemaphore(value: 0)
+        Task { await second.leave(); done.signal() }
+        _ = done.wait(timeout: .now() + 5)
+    }
+
     func testABadTokenIsRefusedAndNotRetried() throws {
         let secret = ServerSecret.random()
         let (server, url) = try makeServer(secret: secret)
