@@ -116,6 +116,9 @@ final class CallRunner: @unchecked Sendable {
                     }
                 }
                 if case .connection(.failed) = event { failed.withLock { $0 = "the call failed" } }
+                if case .error("replaced", _) = event {
+                    failed.withLock { $0 = "\(options.user) joined \(options.room) from somewhere else, which took this call over" }
+                }
             }
         }
         session.start()
