@@ -8,9 +8,9 @@ import Glibc
 let overview = """
 veil — talk with your facial expressions, not your face.
 
-Veil tracks a face on this device, reduces it to an identity-free expression stream (ARKit-named
-blendshape coefficients, head pose, gaze) and animates a canonical avatar with it. The face, its
-shape and the background never leave the device.
+Veil tracks a face on this device, reduces it to an expression stream (ARKit-named blendshape
+coefficients, head pose, gaze) and animates a canonical avatar with it. The face, its shape and
+the background never leave the device; how the face moves does (docs/privacy.md).
 
 USAGE: veil <command> [options]
 
@@ -21,7 +21,7 @@ COMMANDS:
   serve                    Run the room server (WebSocket signaling, rooms, tokens).
   token --room R --user U  Issue a token that admits a user to a room.
   demo                     A two-person call on this machine (what `make demo` runs); --offline for the pipeline alone.
-  bench                    Measure tracking, rendering, wire size and a local call (what `make bench` runs).
+  bench                    Measure Veil beside dlib, MediaPipe and video, a local call and the server under load (`make bench`).
   help [COMMAND]           Show help for a command.
 
 Run `veil help <command>` or `veil <command> --help` for a command's options.
