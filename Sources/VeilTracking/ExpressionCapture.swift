@@ -14,19 +14,26 @@ public final class ExpressionCapture {
 
     public let tracker: FaceTracking
     public private(set) var estimator: ExpressionEstimator
+    /// The privacy stage applied to every estimated expression before it is framed; nil sends the
+    /// estimator's output as is.
+    public private(set) var privacy: ExpressionPrivacyFilter?
     private var sequence: UInt32 = 0
     private var lostSince: UInt64?
 
     /// - Parameters:
     ///   - tracker: the face tracker (MediaPipe's on Linux).
     ///   - estimator: neutral calibration and smoothing settings.
-    public init(tracker: FaceTracking, estimator: ExpressionEstimator = ExpressionEstimator()) {
+    ///   - privacy: the stage that removes per-face response differences before framing
+    ///     (docs/privacy.md); nil turns it off.
+    public init(tracker: FaceTracking, estimator: ExpressionEstimator = ExpressionEstimator(),
+                privacy: ExpressionPrivacyFilter? = ExpressionPrivacyFilter()) {
         self.tracker = tracker
         self.estimator = estimator
+        self.privacy = privacy
     }
 
     /// Forgets the person's neutral face; the next seconds calibrate it again.
-    public func recalibrate() { estimator.resetCalibration() }
+    public func recalibrate() { estimator.resetCalibration(); privacy?.reset() }
 
     /// Processes a frame captured at `captureTimeMicros` on the media clock.
     public func process(_ image: RGBImage, captureTimeMicros: UInt64) throws -> Output {
@@ -34,7 +41,8 @@ public final class ExpressionCapture {
         defer { sequence &+= 1 }
         let seconds = Double(captureTimeMicros) / 1e6
         if tracking.state == .tracked, let landmarks = tracking.landmarks,
-           let expression = estimator.update(landmarks, at: seconds) {
+           var expression = estimator.update(landmarks, at: seconds) {
+            if privacy != nil { expression = privacy!.apply(expression, at: seconds) }
             lostSince = nil
             return Output(frame: ExpressionFrame(sequence: sequence, captureTimeMicros: captureTimeMicros,
                                                  state: .tracked, expression: expression),

@@ -120,13 +120,14 @@ final class ReidentificationTests: XCTestCase {
 
         XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
         // NOT the goal yet. The goal is `stream.correct <= bound` (no better than chance); the last
-        // run gave 68.3 % against a bound of 25.8 %: each face's tracker and estimator response
-        // (gains, cross-talk, head-pose scale) is a signature (docs/privacy.md). Until that is
-        // fixed this guards the measured state: the stream must stay well below the landmarks and
-        // must not get more identifying than it is.
-        XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.2, "the stream identifies people almost as well as raw landmarks")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.75,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 68.3 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+        // run gave 57.5 % against a bound of 25.8 % (68.3 % before the privacy stage,
+        // `ExpressionPrivacyFilter`): each face's tracker and estimator response (gains,
+        // cross-talk, head-pose scale) is a signature (docs/privacy.md). Until that is fixed this
+        // guards the measured state: the stream must stay well below the landmarks and must not
+        // get more identifying than it is (1-NN on 120 predictions varies by about ±4.5 points).
+        XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.3, "the stream identifies people almost as well as raw landmarks")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.65,
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 57.5 %; chance \(Self.percent(chance)), bound \(bound) correct)")
     }
 
     /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
