@@ -22,20 +22,33 @@ import Foundation
 ///   reach ±1; `eyeLook*` follow the result.
 ///
 /// At rest everything stays 0, so two people at rest still send the same frame.
+///
+/// Off unless asked for (`ExpressionCapture(privacy:)`, `veil call --privacy-filter`): it costs
+/// winks, one-sided expressions and absolute intensity, and in the experiment it lowers
+/// re-identification from 68 % to 58 % (chance: 20 %), so it does not make the stream anonymous.
 public struct ExpressionPrivacyFilter: Sendable {
+    /// What each coefficient's running peak is mapped to.
     public var target: Float = 0.6
+    /// Time constant (s) with which a peak is forgotten.
     public var peakSeconds: Double = 5
+    /// The smallest peak a gain is computed from, so that quiet channels are not blown up.
     public var peakFloor: Float = 0.3
+    /// The range the per-coefficient gain is kept in.
     public var minGain: Float = 0.25
+    /// See `minGain`.
     public var maxGain: Float = 2
+    /// Degrees taken off the magnitude of head pitch and roll.
     public var poseDeadZone: Float = 2
+    /// Taken off each gaze axis before rescaling to ±1.
     public var gazeDeadZone: Float = 0.3
+    /// Whether left/right pairs are replaced by their mean.
     public var symmetric = true
 
     /// Running peak per coefficient; starts at `target` (gain 1) on the first frame.
     private var peaks: [Float] = []
     private var lastTime: Double?
 
+    /// A filter with the default settings above.
     public init() {}
 
     /// Forgets the learnt peaks (a new person, or a recalibration).

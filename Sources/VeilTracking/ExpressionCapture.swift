@@ -23,10 +23,11 @@ public final class ExpressionCapture {
     /// - Parameters:
     ///   - tracker: the face tracker (MediaPipe's on Linux).
     ///   - estimator: neutral calibration and smoothing settings.
-    ///   - privacy: the stage that removes per-face response differences before framing
-    ///     (docs/privacy.md); nil turns it off.
+    ///   - privacy: a stage that removes part of the per-face response differences before framing,
+    ///     at a cost in expressiveness (`ExpressionPrivacyFilter`, docs/privacy.md); nil, the
+    ///     default, sends the estimator's output as is.
     public init(tracker: FaceTracking, estimator: ExpressionEstimator = ExpressionEstimator(),
-                privacy: ExpressionPrivacyFilter? = ExpressionPrivacyFilter()) {
+                privacy: ExpressionPrivacyFilter? = nil) {
         self.tracker = tracker
         self.estimator = estimator
         self.privacy = privacy
@@ -42,7 +43,10 @@ public final class ExpressionCapture {
         let seconds = Double(captureTimeMicros) / 1e6
         if tracking.state == .tracked, let landmarks = tracking.landmarks,
            var expression = estimator.update(landmarks, at: seconds) {
-            if privacy != nil { expression = privacy!.apply(expression, at: seconds) }
+            if var filter = privacy {
+                expression = filter.apply(expression, at: seconds)
+                privacy = filter
+            }
             lostSince = nil
             return Output(frame: ExpressionFrame(sequence: sequence, captureTimeMicros: captureTimeMicros,
                                                  state: .tracked, expression: expression),
