@@ -82,11 +82,19 @@ final class PeerPair: @unchecked Sendable {
     private var tasks: [Task<Void, Never>] = []
     /// When the connections were created (after the DTLS certificate was prepared).
     let startMicros: UInt64
+    /// The relay the media goes through, if any (see `init`).
+    let relay: UDPRelay?
 
+    /// Two peers, the offerer with `configuration`, the answerer with `answererConfiguration` (or
+    /// the same). `alterOffer` may rewrite the offer's SDP on its way. With a `relay`, each peer
+    /// is given only one ICE candidate for the other, the relay socket facing it: the real
+    /// candidates (and any `a=candidate` lines in the SDP) are not passed on, but the first IPv4
+    /// host candidate of each side tells the relay where that side is (the offerer is side `.a`).
     init(offererInput: AudioInput = .testTone(frequency: 440), answererInput: AudioInput = .testTone(frequency: 660),
          offererOutput: AudioOutput? = nil, answererOutput: AudioOutput? = nil,
          configuration: PeerConfiguration = PeerConfiguration(), answererConfiguration: PeerConfiguration? = nil,
-         alterOffer: (@Sendable (String) -> String)? = nil) throws {
+         alterOffer: (@Sendable (String) -> String)? = nil, relay: UDPRelay? = nil) throws {
+        self.relay = relay
         let beforePrepare = PeerConnection.mediaTimeMicros
         try PeerConnection.prepare()
         startMicros = PeerConnection.mediaTimeMicros
@@ -101,17 +109,34 @@ final class PeerPair: @unchecked Sendable {
         answerer = try PeerConnection(loop: loop, role: .answerer, audioSource: answererInput,
                                       audioOutput: answererOutput ?? .callback { answererSaw.hear($0) },
                                       configuration: answererConfiguration ?? configuration)
-        for (from, to, recorder, alter) in [(offerer, answerer, offererSaw, alterOffer), (answerer, offerer, answererSaw, nil)] {
+        for (from, to, recorder, alter, side) in [(offerer, answerer, offererSaw, alterOffer, UDPRelay.Side.a),
+                                                  (answerer, offerer, answererSaw, nil, UDPRelay.Side.b)] {
             tasks.append(Task {
+                var relayCandidateGiven = false
                 for await signal in from.signaling {
                     var signal = signal
-                    if case .candidate(let candidate) = signal { recorder.candidates.withLock { $0.append(candidate.candidate) } }
+                    if case .candidate(let candidate) = signal {
+                        recorder.candidates.withLock { $0.append(candidate.candidate) }
+                        if let relay {
+                            // The real candidate only tells the relay where `from` is; `to` learns of
+                            // the relay socket facing it, once.
+                            relay.expect(side, fromCandidate: candidate.candidate)
+                            guard !relayCandidateGiven else { continue }
+                            relayCandidateGiven = true
+                            signal = .candidate(ICECandidate(mline: candidate.mline, candidate: relay.candidate(facing: side.other)))
+                        }
+                    }
                     if case .description(var description) = signal {
                         recorder.descriptions.withLock { $0.append(description) }
                         if let alter {
                             description.sdp = alter(description.sdp)
-                            signal = .description(description)
                         }
+                        if relay != nil {
+                            description.sdp = description.sdp.components(separatedBy: "\r\n")
+                                .filter { !$0.hasPrefix("a=candidate:") && !$0.hasPrefix("a=end-of-candidates") }
+                                .joined(separator: "\r\n")
+                        }
+                        signal = .description(description)
                     }
                     do { try to.receive(signal) } catch {
                         let peerError = error as? PeerError ?? PeerError(.invalidArgument, "\(error)")

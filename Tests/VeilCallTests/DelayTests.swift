@@ -1,0 +1,266 @@
+import Foundation
+import Synchronization
+@testable import VeilCall
+import VeilCore
+import XCTest
+
+/// The avatar and the voice on a slow, jittery network, on a real call: all traffic between the
+/// two peers (ICE, DTLS, SRTP, SCTP) goes through a `UDPRelay` that delays each datagram by the
+/// one-way delay ± uniform jitter (order-preserving) and may drop it. As in `LossTests`, bob sends
+/// a known smooth expression signal at 30 frames/s and a tone; alice draws the signal at 60
+/// pictures/s through an `ExpressionJitterBuffer` at the playout time of bob's voice. The test
+/// checks that the call connects, that frames and voice arrive, that the avatar stays in lip-sync
+/// with the voice as actually played, that no backlog builds, and that the capture → picture delay
+/// grows by about the delay added. docs/reliability.md ("Delay") has the figures of the last run.
+final class DelayTests: XCTestCase {
+    /// One network setting.
+    struct Setting {
+        var delayMillis: Double
+        var jitterMillis: Double
+        var loss: Double
+        var title: String {
+            (delayMillis == 0 ? "0 ms" : String(format: "%.0f ± %.0f ms", delayMillis, jitterMillis))
+                + (loss > 0 ? String(format: ", %.0f %% loss", loss * 100) : "")
+        }
+    }
+
+    /// What one call showed.
+    struct Measurement {
+        var setting: Setting
+        /// How long from creating the peers to both connected with the data channel open.
+        var connectMillis = 0.0
+        /// Whether the selected candidate pair's remote end is the relay, on both sides.
+        var throughRelay = false
+        /// Relay figures, bob → alice.
+        var relayed = UDPRelay.Counts()
+        /// Round-trip time the peers' RTCP reports (alice).
+        var roundTripMillis = Double.nan
+        /// Everything `LossTests` measures on the pictures and the voice.
+        var pictures = LossTests.Measurement(loss: 0)
+        /// Audio lead per picture (audio sender time playing when the picture is drawn − the
+        /// picture's source time), from the audio buffers as played (their sender times come
+        /// from the same RTCP mapping): p5, p50, p95, in ms. Positive: the voice is ahead of the mouth.
+        var leadP5Millis = Double.nan, leadP50Millis = Double.nan, leadP95Millis = Double.nan
+    }
+
+    func testTheAvatarStaysInSyncWithTheVoiceUnderDelayAndJitter() async throws {
+        let host = try XCTUnwrap(TURNRelayTests.hostAddress(), "this machine has no IPv4 address besides loopback")
+        let settings = [Setting(delayMillis: 0, jitterMillis: 0, loss: 0),
+                        Setting(delayMillis: 80, jitterMillis: 20, loss: 0),
+                        Setting(delayMillis: 200, jitterMillis: 50, loss: 0),
+                        Setting(delayMillis: 200, jitterMillis: 50, loss: 0.1)]
+        var results: [Measurement] = []
+        for (index, setting) in settings.enumerated() {
+            results.append(try await measure(setting, host: host, seed: 0xDE1A_0000 + UInt64(index), seconds: 4))
+        }
+        print(Self.table(results))
+
+        let base = results[0]
+        for result in results {
+            let label = "at \(result.setting.title)"
+            let setting = result.setting, pictures = result.pictures
+            // The path really went through the relay, and the relay did what it says.
+            XCTAssertTrue(result.throughRelay, "the selected candidate pair does not go through the relay \(label)")
+            XCTAssertGreaterThan(result.relayed.forwarded, 150, "too few datagrams relayed bob → alice \(label)")
+            // Order-preserving: a datagram waits for the one before it, so the delay applied lies in
+            // delay ± jitter but its mean sits above the delay drawn.
+            XCTAssertGreaterThanOrEqual(result.relayed.smallestDelayMillis, setting.delayMillis - setting.jitterMillis - 1, "smallest delay applied \(label)")
+            XCTAssertLessThanOrEqual(result.relayed.largestDelayMillis, setting.delayMillis + setting.jitterMillis + 1, "largest delay applied \(label)")
+            XCTAssertGreaterThanOrEqual(result.relayed.meanDelayMillis, setting.delayMillis - max(2, setting.jitterMillis / 2), "mean delay applied \(label)")
+            XCTAssertLessThanOrEqual(result.relayed.meanDelayMillis, setting.delayMillis + max(2, setting.jitterMillis), "mean delay applied \(label)")
+            let dropped = Double(result.relayed.dropped) / Double(max(result.relayed.received, 1))
+            XCTAssertEqual(dropped, setting.loss, accuracy: 0.05, "datagrams dropped \(label)")
+            // Frames arrive.
+            XCTAssertGreaterThan(pictures.framesSent, 90, "too few frames sent \(label)")
+            XCTAssertEqual(pictures.framesReceivedShare, 1 - setting.loss, accuracy: 0.1, "share of frames received \(label)")
+            XCTAssertGreaterThan(pictures.pictures, 150, "too few pictures drawn \(label)")
+            // The voice arrives: few dips without loss; with loss fewer dropouts than datagrams lost.
+            XCTAssertLessThan(pictures.voicePLC.dips, setting.loss > 0 ? 0.5 : 0.05, "voice dips \(label)")
+            XCTAssertLessThan(pictures.voicePLC.dropouts, max(setting.loss, 0.02), "voice dropouts \(label)")
+            // Smooth and faithful, mostly data.
+            XCTAssertLessThan(pictures.largestJump, 4, "the avatar jumped \(label)")
+            XCTAssertLessThan(pictures.jawError, 0.02, "jawOpen error \(label)")
+            XCTAssertLessThan(pictures.held + pictures.easing + pictures.neutral, 0.1, "concealment share \(label)")
+            // In sync with the voice: by the playout mapping, and by the audio actually played.
+            XCTAssertLessThan(pictures.syncErrorP95Millis, 45, "pictures off their audio time \(label)")
+            for lead in [result.leadP5Millis, result.leadP50Millis, result.leadP95Millis] {
+                XCTAssertTrue(lead.isFinite && LipSync.isAcceptable(audioLeadMicros: Int64((lead * 1000).rounded())),
+                              "audio lead \(lead) ms outside +45/−125 ms \(label)")
+            }
+            // No backlog: a handful of frames buffered, none dropped as late, and a delay that does not grow.
+            XCTAssertLessThanOrEqual(pictures.largestBuffer, 16, "frames buffered \(label)")
+            XCTAssertEqual(pictures.lateDropped, 0, "frames dropped as late \(label)")
+            XCTAssertLessThan(pictures.delaySecondHalfMillis - pictures.delayFirstHalfMillis, 25, "delay grew over the run \(label)")
+            // The capture → picture delay grows by about the delay added: the audio jitter buffer
+            // anchors to the fastest packets (delay − jitter) and absorbs the rest in its latency.
+            // After a lossy, slow handshake it may start anchored to a later packet and move back
+            // within seconds: more room above then.
+            let grown = pictures.delaySecondHalfMillis - base.pictures.delaySecondHalfMillis
+            XCTAssertGreaterThan(grown, setting.delayMillis - setting.jitterMillis - 15, "the picture delay grew less than the delay added \(label)")
+            XCTAssertLessThan(grown, setting.delayMillis + setting.jitterMillis + (setting.loss > 0 ? 100 : 30),
+                              "the picture delay grew more than the delay added \(label)")
+        }
+    }
+
+    /// One call through a relay with `setting` for `seconds` of measurement.
+    func measure(_ setting: Setting, host: String, seed: UInt64, seconds: Double) async throws -> Measurement {
+        let relay = try UDPRelay(host: host, impairment: .init(delayMillis: setting.delayMillis, jitterMillis: setting.jitterMillis,
+                                                               loss: setting.loss),
+                                 seed: seed)
+        defer { relay.close() }
+        var configuration = PeerConfiguration()
+        configuration.rtcpIntervalMillis = 250  // the playout mapping needs a sender report
+        let pair = try PeerPair(offererInput: .testTone(frequency: 440), answererInput: .testTone(frequency: 660),
+                                configuration: configuration, relay: relay)
+        let alice = pair.offerer, bob = pair.answerer
+        var result = Measurement(setting: setting)
+        do {
+            // Longer than `PeerPair.waitUntilConnected`: with 10 % loss on a 400 ms round trip, the
+            // DTLS and SCTP handshakes wait for their retransmission timers (seen: 6.6 and 9.6 s).
+            try await eventually("both peers connected with the data channel open", within: 20) {
+                alice.state == .connected && bob.state == .connected && alice.isDataChannelOpen && bob.isDataChannelOpen
+            }
+        } catch {
+            let diagnostics = pair.diagnostics
+            try? await pair.close()
+            throw DeadlineExceeded(description: "\(error); \(diagnostics)")
+        }
+        result.connectMillis = Double(PeerConnection.mediaTimeMicros - pair.startMicros) / 1000
+        let framesBefore = pair.offererSaw.frames.withLock { $0.count }
+
+        // Bob's "camera": the signal at 30 frames/s, stamped with its capture time.
+        let start = bob.mediaTimeMicros
+        let running = Mutex(true)
+        let sent = Mutex(0)
+        let camera = Thread {
+            var sequence: UInt32 = 0
+            while running.withLock({ $0 }) {
+                let now = bob.mediaTimeMicros
+                let t = Double(now - start) / 1e6
+                var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(LossTests.Signal.yaw(t))))
+                expression[.jawOpen] = Float(LossTests.Signal.jawOpen(t))
+                bob.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
+                sequence &+= 1
+                sent.withLock { $0 += 1 }
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+        }
+        // Alice's screen: 60 pictures/s, each for the moment of bob's voice being heard.
+        let pictures = Mutex<[LossTests.Picture]>([])
+        let bufferStatistics = Mutex<ExpressionJitterBuffer.Statistics?>(nil)
+        let saw = pair.offererSaw
+        let screen = Thread {
+            var buffer = ExpressionJitterBuffer()
+            var taken = framesBefore
+            while running.withLock({ $0 }) {
+                let arrived = saw.frames.withLock { frames -> ArraySlice<ReceivedExpressionFrame> in
+                    defer { taken = frames.count }
+                    return frames[min(taken, frames.count)...]
+                }
+                for received in arrived { buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros) }
+                let now = alice.mediaTimeMicros
+                if let mapping = alice.playoutMapping {
+                    let playout = buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: now))
+                    pictures.withLock { $0.append(LossTests.Picture(localMicros: now, playout: playout, bufferedFrames: buffer.statistics.bufferedFrames)) }
+                }
+                Thread.sleep(forTimeInterval: 1.0 / 60)
+            }
+            bufferStatistics.withLock { $0 = buffer.statistics }
+        }
+        camera.start()
+        screen.start()
+
+        var measureFrom: UInt64 = 0
+        do {
+            try await eventually("alice's playout mapping", within: 10) { alice.playoutMapping != nil }
+            // A moment for the first frames to fill the buffer and the audio jitter buffer to settle.
+            measureFrom = alice.mediaTimeMicros + 500_000 + UInt64(setting.delayMillis * 1000)
+            try await Task.sleep(nanoseconds: UInt64((seconds + 0.5 + setting.delayMillis / 1000) * 1e9))
+        } catch {
+            running.withLock { $0 = false }
+            try? await pair.close()
+            throw error
+        }
+        let measureTo = alice.mediaTimeMicros
+        running.withLock { $0 = false }
+        try await Task.sleep(nanoseconds: UInt64((0.3 + setting.delayMillis / 1000) * 1e9))  // frames in flight arrive
+
+        let statistics = await alice.statistics(), bobStatistics = await bob.statistics()
+        result.roundTripMillis = statistics.roundTripTimeMillis ?? .nan
+        let relayEnd = { (pair: CandidatePair?) in pair.map { $0.remote.address == relay.host && [Int(relay.portFacingA), Int(relay.portFacingB)].contains($0.remote.port) } ?? false }
+        result.throughRelay = relayEnd(statistics.candidatePair) && relayEnd(bobStatistics.candidatePair)
+        result.relayed = relay.counts.bToA  // the whole call, handshakes included
+
+        var measured = LossTests.Measurement(loss: setting.loss)
+        if let statistics = bufferStatistics.withLock({ $0 }) {
+            measured.gapsInterpolated = statistics.gapsInterpolated
+            measured.lateDropped = statistics.lateDropped
+        }
+        measured.framesSent = sent.withLock { $0 }
+        measured.framesReceived = pair.offererSaw.frames.withLock { $0.count } - framesBefore
+        measured.latencyPLCMillis = Double(alice.playoutMapping?.latencyMicros ?? 0) / 1000
+        let drawn = pictures.withLock { $0 }.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo }
+        LossTests.analyse(drawn, start: start, into: &measured)
+        let heard = pair.offererSaw.audio.withLock { $0 }
+        measured.voicePLC = LossTests.levels(heard, from: measureFrom, to: measureTo)
+        measured.mouthToEarPLCMillis = LossTests.mouthToEarMillis(heard, from: measureFrom, to: measureTo)
+        result.pictures = measured
+        let leads = Self.audioLeads(drawn, heard: heard)
+        result.leadP5Millis = percentile(leads, 0.05)
+        result.leadP50Millis = percentile(leads, 0.5)
+        result.leadP95Millis = percentile(leads, 0.95)
+        try await pair.close()
+        return result
+    }
+
+    /// For each data picture: the sender time of the audio playing when it was drawn (from the
+    /// buffer played last before that moment) minus the picture's source time, in ms.
+    static func audioLeads(_ pictures: [LossTests.Picture], heard: [ReceivedAudio]) -> [Double] {
+        let played = heard.compactMap { buffer in buffer.senderMediaTimeMicros.map { (playout: buffer.playoutTimeMicros, sender: $0) } }
+            .sorted { $0.playout < $1.playout }
+        guard !played.isEmpty else { return [] }
+        var leads: [Double] = []
+        var index = 0
+        for picture in pictures.sorted(by: { $0.localMicros < $1.localMicros }) {
+            guard picture.playout.source == .frame || picture.playout.source == .interpolated,
+                  let source = picture.playout.sourceTimeMicros else { continue }
+            while index + 1 < played.count, played[index + 1].playout <= picture.localMicros { index += 1 }
+            let buffer = played[index]
+            guard buffer.playout <= picture.localMicros, picture.localMicros - buffer.playout < 100_000 else { continue }
+            let audioTime = buffer.sender &+ (picture.localMicros - buffer.playout)
+            leads.append(Double(LipSync.audioLeadMicros(audioMediaTimeMicros: audioTime, sourceTimeMicros: source)) / 1000)
+        }
+        return leads
+    }
+
+    /// The figures as docs/reliability.md shows them.
+    static func table(_ results: [Measurement]) -> String {
+        func percent(_ value: Double) -> String { String(format: "%.1f %%", value * 100) }
+        func number(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
+        let base = results.first?.pictures.delaySecondHalfMillis ?? .nan
+        let rows: [(String, (Measurement) -> String)] = [
+            ("connected after", { "\(number($0.connectMillis)) ms" }),
+            ("selected pair through the relay", { $0.throughRelay ? "yes" : "no" }),
+            ("relay bob → alice: forwarded / dropped", { "\($0.relayed.forwarded) / \($0.relayed.dropped) (\(percent(Double($0.relayed.dropped) / Double(max($0.relayed.received, 1)))))" }),
+            ("relay delay applied min / mean / max", { "\(number($0.relayed.smallestDelayMillis)) / \(number($0.relayed.meanDelayMillis, 1)) / \(number($0.relayed.largestDelayMillis)) ms" }),
+            ("RTT (RTCP, alice)", { "\(number($0.roundTripMillis)) ms" }),
+            ("expression frames received/sent", { "\($0.pictures.framesReceived)/\($0.pictures.framesSent) (\(percent($0.pictures.framesReceivedShare)))" }),
+            ("pictures drawn (60/s)", { "\($0.pictures.pictures)" }),
+            ("held / easing / neutral", { "\(percent($0.pictures.held)) / \(percent($0.pictures.easing)) / \(percent($0.pictures.neutral))" }),
+            ("jawOpen / yaw error (source time)", { "\(number($0.pictures.jawError, 4)) / \(number($0.pictures.yawError, 3))°" }),
+            ("largest jump (× signal step)", { number($0.pictures.largestJump, 2) }),
+            ("most frames buffered / late frames", { "\($0.pictures.largestBuffer) / \($0.pictures.lateDropped)" }),
+            ("picture delay p50 1st/2nd half", { "\(number($0.pictures.delayFirstHalfMillis))/\(number($0.pictures.delaySecondHalfMillis)) ms" }),
+            ("picture delay added vs 0 ms", { "+\(number($0.pictures.delaySecondHalfMillis - base)) ms" }),
+            ("mouth-to-ear p50", { "\(number($0.pictures.mouthToEarPLCMillis)) ms" }),
+            ("receive latency", { "\(number($0.pictures.latencyPLCMillis)) ms" }),
+            ("\\|picture − audio time\\| p95 (mapping)", { "\(number($0.pictures.syncErrorP95Millis, 1)) ms" }),
+            ("audio lead p5 / p50 / p95 (played audio)", { "\(number($0.leadP5Millis)) / \(number($0.leadP50Millis)) / \(number($0.leadP95Millis)) ms" }),
+            ("voice < −6 dB / < −20 dB", { "\(percent($0.pictures.voicePLC.dips)) / \(percent($0.pictures.voicePLC.dropouts))" }),
+        ]
+        var lines = ["| | " + results.map(\.setting.title).joined(separator: " | ") + " |",
+                     "|---|" + String(repeating: "---|", count: results.count)]
+        for (name, value) in rows { lines.append("| \(name) | " + results.map(value).joined(separator: " | ") + " |") }
+        return lines.joined(separator: "\n")
+    }
+}
