@@ -54,6 +54,51 @@ final class LipSyncTests: XCTestCase {
         return WAVAudio(samples: samples, sampleRate: rate)
     }
 
+    /// The audio lead (ms, mouth time − voice time) at which the heard bursts and the drawn mouth
+    /// agree best within ±300 ms, and that agreement: both on/off signals on the receiver's clock,
+    /// on a 5 ms grid over `from..<to`.
+    static func bestLead(sound: [(time: UInt64, rms: Float)], mouth: [(time: UInt64, jaw: Float)],
+                         from: UInt64, to: UInt64) -> (lead: Int, agreement: Double) {
+        let step: UInt64 = 5_000
+        guard to > from + step else { return (0, 0) }
+        func grid(_ samples: [(UInt64, Bool)]) -> [Bool?] {
+            var cells = [Bool?](repeating: nil, count: Int((to - from) / step))
+            for (time, on) in samples where time >= from && time < to { cells[Int((time - from) / step)] = on }
+            // Fill the gaps between samples with the previous value (the screen holds its picture).
+            var last: Bool?
+            for i in cells.indices { if let v = cells[i] { last = v } else { cells[i] = last } }
+            return cells
+        }
+        let audio = grid(sound.map { ($0.time, $0.rms > 0.15) })
+        let lips = grid(mouth.map { ($0.time, $0.jaw > 0.5) })
+        var best = (lead: 0, agreement: 0.0)
+        for shift in -60...60 {
+            var same = 0, compared = 0
+            for i in audio.indices {
+                let j = i + shift
+                guard j >= 0, j < lips.count, let a = audio[i], let m = lips[j] else { continue }
+                compared += 1
+                if a == m { same += 1 }
+            }
+            let agreement = compared == 0 ? 0 : Double(same) / Double(compared)
+            if agreement > best.agreement { best = (shift * Int(step) / 1000, agreement) }
+        }
+        return best
+    }
+
+    /// What a receiver heard, in 5 ms slices stamped when the sink played them.
+    static func slices(_ audio: ReceivedAudio, heardAt now: UInt64) -> [(time: UInt64, rms: Float)] {
+        let slice = audio.sampleRate / 200
+        var slices: [(time: UInt64, rms: Float)] = []
+        var start = 0
+        while start + slice <= audio.samples.count {
+            let part = audio.samples[start..<start + slice]
+            slices.append((now + UInt64(start * 1_000_000 / audio.sampleRate), (part.reduce(0) { $0 + $1 * $1 } / Float(slice)).squareRoot()))
+            start += slice
+        }
+        return slices
+    }
+
     func testTheMouthMovesWithTheVoiceWithinTheLipSyncWindow() throws {
         try PeerConnection.prepare()
         let seconds = 11.0
@@ -82,16 +127,7 @@ final class LipSyncTests: XCTestCase {
         bobConfiguration.statisticsInterval = 60
         bobConfiguration.audioOutput = { _ in
             .callback { audio in
-                let now = PeerConnection.mediaTimeMicros
-                let slice = audio.sampleRate / 200
-                var slices: [(time: UInt64, rms: Float)] = []
-                var start = 0
-                while start + slice <= audio.samples.count {
-                    let part = audio.samples[start..<start + slice]
-                    let rms = (part.reduce(0) { $0 + $1 * $1 } / Float(slice)).squareRoot()
-                    slices.append((now + UInt64(start * 1_000_000 / audio.sampleRate), rms))
-                    start += slice
-                }
+                let slices = LipSyncTests.slices(audio, heardAt: PeerConnection.mediaTimeMicros)
                 heard.withLock { $0.append(contentsOf: slices) }
             }
         }
@@ -140,41 +176,95 @@ final class LipSyncTests: XCTestCase {
         Task { await alice.leave(); await bob.leave(); done.signal() }
         _ = done.wait(timeout: .now() + 10)
 
-        // Both signals on bob's clock, on a 5 ms grid, from 2.5 s into the file (the playout mapping
-        // needs the first RTCP sender report, about a second in) to its last second.
         let sound = heard.withLock { $0 }, mouth = drawn.withLock { $0 }
         XCTAssertFalse(sound.isEmpty, "bob heard nothing")
         XCTAssertFalse(mouth.isEmpty, "bob drew nothing")
-        let step: UInt64 = 5_000
         let from = fileStart + 2_500_000, to = fileStart + UInt64((seconds - 1) * 1e6)
-        func grid(_ samples: [(UInt64, Bool)]) -> [Bool?] {
-            var cells = [Bool?](repeating: nil, count: Int((to - from) / step))
-            for (time, on) in samples where time >= from && time < to { cells[Int((time - from) / step)] = on }
-            // Fill the gaps between samples with the previous value (the screen holds its picture).
-            var last: Bool?
-            for i in cells.indices { if let v = cells[i] { last = v } else { cells[i] = last } }
-            return cells
-        }
-        let audio = grid(sound.map { ($0.time, $0.rms > 0.15) })
-        let lips = grid(mouth.map { ($0.time, $0.jaw > 0.5) })
-        XCTAssertGreaterThan(audio.compactMap { $0 }.filter { $0 }.count, 200, "too few bursts heard to measure")
-
-        // The audio lead (mouth time − voice time) at which the two agree best, in ±300 ms.
-        var best = (lead: 0, agreement: 0.0)
-        for shift in -60...60 {
-            var same = 0, compared = 0
-            for i in audio.indices {
-                let j = i + shift
-                guard j >= 0, j < lips.count, let a = audio[i], let m = lips[j] else { continue }
-                compared += 1
-                if a == m { same += 1 }
-            }
-            let agreement = compared == 0 ? 0 : Double(same) / Double(compared)
-            if agreement > best.agreement { best = (shift * Int(step) / 1000, agreement) }
-        }
+        XCTAssertGreaterThan(sound.filter { $0.time >= from && $0.time < to && $0.rms > 0.15 }.count, 200, "too few bursts heard to measure")
+        let best = Self.bestLead(sound: sound, mouth: mouth, from: from, to: to)
         print("lip-sync end to end: the mouth moves \(best.lead) ms after the voice (agreement \(String(format: "%.3f", best.agreement)))")
         XCTAssertGreaterThan(best.agreement, 0.9, "the drawn mouth does not follow the heard voice")
         XCTAssertTrue(LipSync.isAcceptable(audioLeadMicros: Int64(best.lead) * 1000),
                       "audio leads the mouth by \(best.lead) ms; allowed: +45 / −125 ms")
+    }
+
+    /// The same measurement through a network that delays every packet by 200 ± 50 ms (the
+    /// in-process relay of `DelayTests`): the avatar must still move with the voice as heard.
+    func testTheMouthMovesWithTheVoiceThroughADelayingNetwork() async throws {
+        guard let host = TURNRelayTests.hostAddress() else { throw XCTSkip("no IPv4 address besides loopback for the relay") }
+        let seconds = 11.0
+        let intervals = Self.pattern(seconds: seconds)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("veil-lipsync-relay-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let voiceFile = directory.appendingPathComponent("bursts.wav")
+        try Self.voice(intervals, seconds: seconds).write(to: voiceFile)
+
+        let relay = try UDPRelay(host: host, impairment: .init(delayMillis: 200, jitterMillis: 50), seed: 0x11_95)
+        defer { relay.close() }
+        var configuration = PeerConfiguration()
+        configuration.rtcpIntervalMillis = 250
+        // bob (the answerer) speaks the bursts and sends the mouth; alice hears and draws.
+        let pair = try PeerPair(offererInput: .silence, answererInput: .file(voiceFile), configuration: configuration, relay: relay)
+        let alice = pair.offerer, bob = pair.answerer
+        try await eventually("both peers connected through the relay", within: 20) {
+            alice.state == .connected && bob.state == .connected && alice.isDataChannelOpen && bob.isDataChannelOpen
+        }
+        try await eventually("bob's voice file started", within: 5) { bob.audioFileStartMicros != nil }
+        let fileStart = try XCTUnwrap(bob.audioFileStartMicros)
+
+        let running = Mutex(true)
+        let camera = Thread {
+            var sequence: UInt32 = 0
+            while running.withLock({ $0 }) {
+                let now = bob.mediaTimeMicros
+                var expression = VeilCore.Expression()
+                expression[.jawOpen] = Self.sounding(Double(Int64(bitPattern: now &- fileStart)) / 1e6, intervals) ? 1 : 0
+                bob.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
+                sequence &+= 1
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+        }
+        // Alice's screen, as `CallSession.playout(for:at:)` draws: the jitter buffer at the playout
+        // of bob's voice.
+        let drawn = Mutex<[(time: UInt64, jaw: Float)]>([])
+        let saw = pair.offererSaw
+        let screen = Thread {
+            var buffer = ExpressionJitterBuffer()
+            var taken = 0
+            while running.withLock({ $0 }) {
+                let arrived = saw.frames.withLock { frames -> ArraySlice<ReceivedExpressionFrame> in
+                    defer { taken = frames.count }
+                    return frames[min(taken, frames.count)...]
+                }
+                for received in arrived { buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros) }
+                let now = alice.mediaTimeMicros
+                if let mapping = alice.playoutMapping {
+                    let playout = buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: now))
+                    if playout.source != .neutral { drawn.withLock { $0.append((now, playout.expression[.jawOpen])) } }
+                }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+        }
+        camera.start(); screen.start()
+        try await Task.sleep(nanoseconds: UInt64((seconds - 0.5) * 1e9))
+        running.withLock { $0 = false }
+        try await Task.sleep(nanoseconds: 100_000_000)
+
+        // What alice heard, sliced, on her clock: the times her sink played each buffer.
+        let heard = zip(saw.audio.withLock { $0 }, saw.heardMicros.withLock { $0 }).flatMap { Self.slices($0, heardAt: $1) }
+        let mouth = drawn.withLock { $0 }
+        // bob's file time 2.5 s ... 10 s, as heard by alice (about 200 ms later plus her playout).
+        let lag = UInt64(alice.playoutMapping.map { max(0, $0.offsetMicros) } ?? 0) + UInt64(alice.playoutMapping?.latencyMicros ?? 0)
+        let from = fileStart + 2_500_000 + lag, to = fileStart + UInt64((seconds - 1) * 1e6) + lag
+        XCTAssertGreaterThan(heard.filter { $0.time >= from && $0.time < to && $0.rms > 0.15 }.count, 200, "too few bursts heard to measure")
+        let best = Self.bestLead(sound: heard, mouth: mouth, from: from, to: to)
+        let rtt = await alice.statistics().roundTripTimeMillis ?? 0
+        print("lip-sync through 200 ± 50 ms of delay (RTT \(Int(rtt)) ms): the mouth moves \(best.lead) ms after the voice (agreement \(String(format: "%.3f", best.agreement)))")
+        XCTAssertGreaterThan(rtt, 300, "the relay did not delay the call")
+        XCTAssertGreaterThan(best.agreement, 0.9, "the drawn mouth does not follow the heard voice")
+        XCTAssertTrue(LipSync.isAcceptable(audioLeadMicros: Int64(best.lead) * 1000),
+                      "audio leads the mouth by \(best.lead) ms; allowed: +45 / −125 ms")
+        try await pair.close()
     }
 }
