@@ -219,6 +219,18 @@ public final class CallSession: @unchecked Sendable {
 
     /// Leaves the room: tells the server, closes every peer, stops reconnecting.
     public func leave() async {
+        let (peers, connection) = stopEverything()
+        connection?.send(SignalingMessage.encode(ClientMessage.leave))
+        for peer in peers { await peer.close() }
+        // Give the leave message a moment to go out before closing the socket.
+        try? await Task.sleep(nanoseconds: 100_000_000)
+        connection?.close()
+        eventSink.yield(.connection(.left))
+    }
+
+    /// Stops reconnecting and every timer and forgets the remote participants; returns their
+    /// peers (to close) and the server connection (to say goodbye on, or close).
+    private func stopEverything() -> (peers: [PeerConnection], connection: SignalingConnection?) {
         let (peers, connection, timers) = state.withLock { s -> ([PeerConnection], SignalingConnection?, [GLibTimer]) in
             s.leaving = true
             let peers = s.remotes.values.compactMap(\.peer)
@@ -228,12 +240,7 @@ public final class CallSession: @unchecked Sendable {
             return (peers, s.connection, timers)
         }
         timers.forEach { $0.cancel() }
-        connection?.send(SignalingMessage.encode(ClientMessage.leave))
-        for peer in peers { await peer.close() }
-        // Give the leave message a moment to go out before closing the socket.
-        try? await Task.sleep(nanoseconds: 100_000_000)
-        connection?.close()
-        eventSink.yield(.connection(.left))
+        return (peers, connection)
     }
 
     // MARK: - Signaling (on the loop's thread)
@@ -386,15 +393,7 @@ public final class CallSession: @unchecked Sendable {
             } else if code == .replaced {
                 // The same user joined from elsewhere and took this seat over: reconnecting would
                 // evict that session in turn, back and forth. End here, without telling the room.
-                let (peers, connection, timers) = state.withLock { s -> ([PeerConnection], SignalingConnection?, [GLibTimer]) in
-                    s.leaving = true
-                    let peers = s.remotes.values.compactMap(\.peer)
-                    s.remotes.removeAll()
-                    let timers = s.timers + [s.reconnectTimer].compactMap { $0 }
-                    s.timers = []; s.reconnectTimer = nil
-                    return (peers, s.connection, timers)
-                }
-                timers.forEach { $0.cancel() }
+                let (peers, connection) = stopEverything()
                 connection?.close()
                 Task { for peer in peers { await peer.close() } }
                 eventSink.yield(.connection(.left))
@@ -484,7 +483,7 @@ public final class CallSession: @unchecked Sendable {
             for user in s.remotes.keys.sorted() {
                 guard var remote = s.remotes[user], let peer = remote.peer, var policy = remote.recovery else { continue }
                 let peerState = peer.state
-                let heard = max(peer.lastMediaReceivedMicros ?? 0, peer.connectedSinceMicros ?? now)
+                let heard = peer.lastHeardMicros ?? now
                 let silent = peerState == .connected && now > heard && now - heard > silenceLimit
                 var action: PeerRecoveryPolicy.Action
                 if (peerState == .failed || silent) && !remote.failureNoted {

@@ -166,14 +166,14 @@ public final class PeerConnection: @unchecked Sendable {
     /// The current connection state.
     public var state: State { shared.withLock { $0.state } }
 
-    /// When (media clock, µs) the connection first reached `connected`; nil before.
-    public var connectedSinceMicros: UInt64? { shared.withLock { $0.connectedMicros } }
-
-    /// When (media clock, µs) anything last arrived from the remote peer: an RTP packet of its
-    /// voice (which flows continuously, muted or not) or a data-channel message; nil before the
-    /// first. A connected peer from which nothing arrives for seconds has lost its network path,
-    /// even while webrtcbin still reports `connected` (GStreamer 1.22 does not check consent).
-    public var lastMediaReceivedMicros: UInt64? { shared.withLock { $0.lastMediaMicros } }
+    /// When (media clock, µs) the remote peer was last heard from: its last RTP packet (its voice
+    /// flows continuously, muted or not) or data-channel message, or the moment the connection was
+    /// established if nothing has come since; nil before it was. A connected peer not heard from
+    /// for seconds has lost its network path, even while webrtcbin still reports `connected`
+    /// (GStreamer 1.22 does not check consent).
+    public var lastHeardMicros: UInt64? {
+        shared.withLock { s in s.connectedMicros.map { max($0, s.lastMediaMicros ?? 0) } }
+    }
 
     /// For a `.file` audio input: the media time (µs) at which the file's first sample is sent,
     /// i.e. its capture time on the clock `ExpressionFrame.captureTimeMicros` uses; sample `n`
@@ -418,9 +418,11 @@ extension PeerConnection.State {
 
 extension PeerConnection {
     /// Makes the network path to the remote peer dead from now on: every packet in or out is
-    /// dropped while webrtcbin keeps running and reporting `connected`. For fault drills and
-    /// tests of recovery; returns how many transport elements were cut (0 when none exist yet).
+    /// dropped (an impairment with loss 1) while webrtcbin keeps running and reporting `connected`.
+    /// For fault drills and tests of recovery; returns how many transport elements were cut (0
+    /// when none exist yet).
     func cutNetworkPath() -> Int {
-        (try? loop.sync { [graph] in graph.liveWebrtcbin == nil ? 0 : graph.cutNetworkPath() }) ?? 0
+        let dead = NetworkImpairment(loss: 1, seed: 0)
+        return (try? loop.sync { [graph] in graph.liveWebrtcbin == nil ? 0 : graph.impair(with: dead, direction: .both) }) ?? 0
     }
 }

@@ -263,33 +263,6 @@ final class PeerGraph: @unchecked Sendable {
         }
     }
 
-    /// Drops every packet between webrtcbin and the network from now on, both ways (RTP, RTCP,
-    /// DTLS, SCTP), while the pipeline and libnice's own ICE checks keep running: what a dead
-    /// network path looks like to webrtcbin, which then still reports `connected`. Returns how
-    /// many transport elements were cut (0 before ICE has started).
-    @discardableResult
-    func cutNetworkPath() -> Int {
-        var cut = 0
-        forEachElement { element in
-            guard let factory = gst_element_get_factory(element),
-                  let name = gst_object_get_name(UnsafeMutableRawPointer(factory).assumingMemoryBound(to: GstObject.self)) else { return }
-            defer { g_free(name) }
-            let pad: String
-            switch String(cString: name) {
-            case "nicesrc": pad = "src"
-            case "nicesink": pad = "sink"
-            default: return
-            }
-            guard let target = gst_element_get_static_pad(element, pad) else { return }
-            defer { gst_object_unref(gpointerOf(target)) }
-            _ = addProbe(target, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER.rawValue | GST_PAD_PROBE_TYPE_BUFFER_LIST.rawValue)) { _, _ in
-                GST_PAD_PROBE_DROP
-            }
-            cut += 1
-        }
-        return cut
-    }
-
     /// Stops the pipeline and releases everything. Idempotent.
     func teardown() {
         guard !tornDown else { return }
