@@ -43,10 +43,8 @@ public final class ExpressionCapture {
         let seconds = Double(captureTimeMicros) / 1e6
         if tracking.state == .tracked, let landmarks = tracking.landmarks,
            var expression = estimator.update(landmarks, at: seconds) {
-            if var filter = privacy {
-                expression = filter.apply(expression, at: seconds)
-                privacy = filter
-            }
+            // Mutated in place: a copy taken out and put back would copy its peaks every frame.
+            if let filtered = privacy?.apply(expression, at: seconds) { expression = filtered }
             lostSince = nil
             return Output(frame: ExpressionFrame(sequence: sequence, captureTimeMicros: captureTimeMicros,
                                                  state: .tracked, expression: expression),

@@ -72,6 +72,9 @@ public final class MediaPipeFaceTracker: FaceTracking {
     private var framesSinceSeen = Int.max
     /// Where the small-face search goes on in the next frame without a face.
     private var tileCursor = 0
+    /// The small-face search's tiles for one frame size, larger tiles first, and where each tile
+    /// size ends in that list (made once per frame size).
+    private var tileSearch: (width: Int, height: Int, tiles: [RotatedRect], sizeEnds: [Int])?
     private var searchEveryTile = false
     private var detectorRuns = 0
     private var mesh = [Point3](repeating: .zero, count: MeshTopology.pointCount)
@@ -202,21 +205,22 @@ public final class MediaPipeFaceTracker: FaceTracking {
     /// frame: look in overlapping square tiles, larger tiles first, going on where the previous
     /// frame stopped (`options.tilesPerFrame` per frame; all of them for a still).
     private func searchTiles(_ image: RGBImage, with detector: FaceDetector) throws -> [FaceDetection] {
-        var sizes: [[RotatedRect]] = []
-        var side = Float(min(image.width, image.height))
-        while side >= 96 {
-            sizes.append(Self.tiles(width: image.width, height: image.height, side: side))
-            side /= 2
+        if tileSearch?.width != image.width || tileSearch?.height != image.height {
+            var tiles: [RotatedRect] = [], sizeEnds: [Int] = []
+            var side = Float(min(image.width, image.height))
+            while side >= 96 {
+                tiles += Self.tiles(width: image.width, height: image.height, side: side)
+                sizeEnds.append(tiles.count)
+                side /= 2
+            }
+            tileSearch = (image.width, image.height, tiles, sizeEnds)
         }
-        let all = sizes.flatMap { $0 }
-        guard !all.isEmpty else { return [] }
+        guard let all = tileSearch?.tiles, let sizeEnds = tileSearch?.sizeEnds, !all.isEmpty else { return [] }
         var budget = searchEveryTile ? all.count : max(1, options.tilesPerFrame)
         if tileCursor >= all.count { tileCursor = 0 }
         var found: [FaceDetection] = []
         // Within one tile size the detections are merged; a size with a face ends the search.
-        var sizeEnd = 0
-        for tiles in sizes {
-            sizeEnd += tiles.count
+        for sizeEnd in sizeEnds {
             while tileCursor < sizeEnd, budget > 0 {
                 found += try detector.detect(in: image, region: all[tileCursor])
                 detectorRuns += 1
