@@ -189,6 +189,21 @@ final class MediaPipeline {
         gst_object_unref(UnsafeMutableRawPointer(element))
     }
 
+    /// Makes a push blocked on one of `sources` (appsrcs with a queue limit) return when the
+    /// pipeline fails: a bus sync handler, on the thread that posts the error, lifts their limits.
+    /// The appsrcs outlive the handler: `deinit` removes it (releasing its box) before the
+    /// elements are released.
+    func unblockOnError(_ sources: [UnsafeMutablePointer<GstElement>]) {
+        gst_bus_set_sync_handler(bus, { _, message, box in
+            if let message, let box, message.pointee.type == GST_MESSAGE_ERROR {
+                Unmanaged<BlockingSources>.fromOpaque(box).takeUnretainedValue().unblock()
+            }
+            return GST_BUS_PASS
+        }, Unmanaged.passRetained(BlockingSources(sources)).toOpaque(), { box in
+            if let box { Unmanaged<BlockingSources>.fromOpaque(box).release() }
+        })
+    }
+
     /// The element called `name` in the pipeline description; the pipeline keeps the reference.
     func element(named name: String) throws -> UnsafeMutablePointer<GstElement> {
         let bin = UnsafeMutableRawPointer(element).assumingMemoryBound(to: GstBin.self)
@@ -300,5 +315,22 @@ extension GstMessageType {
     /// The union of message types, for `gst_bus_timed_pop_filtered`.
     static func | (a: GstMessageType, b: GstMessageType) -> GstMessageType {
         GstMessageType(rawValue: a.rawValue | b.rawValue)
+    }
+}
+
+/// The appsrcs a failing pipeline must unblock, owned by the bus's sync handler (released by its
+/// destroy notify); installed by `MediaPipeline.unblockOnError(_:)`. `@unchecked Sendable`: the
+/// handler runs on streaming threads, the array never changes, and `gst_app_src_set_max_buffers` is
+/// thread-safe.
+private final class BlockingSources: @unchecked Sendable {
+    private let sources: [UnsafeMutablePointer<GstElement>]
+
+    init(_ sources: [UnsafeMutablePointer<GstElement>]) { self.sources = sources }
+
+    /// Lifts every queue limit, so a blocked `push_buffer` returns.
+    func unblock() {
+        for source in sources {
+            gst_app_src_set_max_buffers(UnsafeMutableRawPointer(source).assumingMemoryBound(to: GstAppSrc.self), 0)
+        }
     }
 }

@@ -227,17 +227,7 @@ public final class VideoBitrateMeter {
         self.rtpSink = rtpSink
         self.videoInfo = info
 
-        // A push blocked on a full appsrc must return when the encoder fails: the handler (on the
-        // failing streaming thread) lifts the queue limit. MediaPipeline removes it in its deinit.
-        let sources = BlockingSources([source])
-        gst_bus_set_sync_handler(pipeline.bus, { _, message, box in
-            if let message, let box, message.pointee.type == GST_MESSAGE_ERROR {
-                Unmanaged<BlockingSources>.fromOpaque(box).takeUnretainedValue().unblock()
-            }
-            return GST_BUS_PASS
-        }, Unmanaged.passRetained(sources).toOpaque(), { box in
-            if let box { Unmanaged<BlockingSources>.fromOpaque(box).release() }
-        })
+        pipeline.unblockOnError([source])
 
         if pipeline.setState(GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE {
             if case .error(let failure)? = pipeline.next(GST_MESSAGE_ERROR, timeout: 1) { throw mediaError(failure) }

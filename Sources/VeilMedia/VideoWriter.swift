@@ -408,17 +408,7 @@ private final class Encoder {
             throw MediaError(.gstreamerUnavailable, "GStreamer could not set up frame buffers; check the GStreamer installation")
         }
 
-        // The handler runs on the thread that posts the error. The appsrcs outlive it because
-        // MediaPipeline removes the handler (releasing the box) before releasing its elements.
-        let sources = BlockingSources([source, audio?.source].compactMap { $0 })
-        gst_bus_set_sync_handler(pipeline.bus, { _, message, box in
-            if let message, let box, message.pointee.type == GST_MESSAGE_ERROR {
-                Unmanaged<BlockingSources>.fromOpaque(box).takeUnretainedValue().unblock()
-            }
-            return GST_BUS_PASS
-        }, Unmanaged.passRetained(sources).toOpaque(), { box in
-            if let box { Unmanaged<BlockingSources>.fromOpaque(box).release() }
-        })
+        pipeline.unblockOnError([source, audio?.source].compactMap { $0 })
 
         if pipeline.setState(GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE {
             if case .error(let failure)? = pipeline.next(GST_MESSAGE_ERROR, timeout: 1) {
@@ -629,22 +619,5 @@ private final class Encoder {
         }
         return failure.mediaError(.streamFailed, "encoding \(outputName) failed",
                                   advice: "check the frames and the GStreamer installation (GST_DEBUG=3 shows details)")
-    }
-}
-
-/// The appsrcs a failing pipeline must unblock, owned by the bus's sync handler (released by its
-/// destroy notify); used by `VideoWriter` and `VideoBitrateMeter`. `@unchecked Sendable`: the
-/// handler runs on streaming threads, the array never changes, and `gst_app_src_set_max_buffers` is
-/// thread-safe.
-final class BlockingSources: @unchecked Sendable {
-    private let sources: [UnsafeMutablePointer<GstElement>]
-
-    init(_ sources: [UnsafeMutablePointer<GstElement>]) { self.sources = sources }
-
-    /// Lifts every queue limit, so a blocked `push_buffer` returns.
-    func unblock() {
-        for source in sources {
-            gst_app_src_set_max_buffers(UnsafeMutableRawPointer(source).assumingMemoryBound(to: GstAppSrc.self), 0)
-        }
     }
 }
