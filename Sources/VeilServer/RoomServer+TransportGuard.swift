@@ -33,15 +33,14 @@ final class TransportGuard: Sendable {
         var fd: Int32
         /// Bytes received when the guard last looked (the first look excludes the HTTP upgrade).
         var received: UInt64
-        /// Bytes the connection may still receive at once (token bucket).
-        var tokens: Double
+        /// What the connection may still receive (the directory's token bucket, at `limit`).
+        var bucket: RoomDirectory.TokenBucket
         /// Whether its socket has been cut for exceeding the limit.
         var tripped = false
     }
 
     private struct State {
         var watched: [ConnectionID: Watched] = [:]
-        var updated: UInt64 = TransportGuard.nowNanoseconds()
         var stopping = false
     }
 
@@ -77,7 +76,7 @@ final class TransportGuard: Sendable {
             let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
             guard copy >= 0 else { return }
             let received = TransportSocket.byteCounts(copy)?.received ?? 0
-            state.watched[id] = Watched(fd: copy, received: received, tokens: limit.burst)
+            state.watched[id] = Watched(fd: copy, received: received, bucket: .init(limit, now: Self.nowSeconds()))
         }
     }
 
@@ -131,16 +130,13 @@ final class TransportGuard: Sendable {
     private func sample() -> [ConnectionID] {
         state.withLock { state -> [ConnectionID] in
             guard !state.stopping else { return [] }
-            let now = Self.nowNanoseconds()
-            let elapsed = Double(now &- state.updated) / 1e9
-            state.updated = now
+            let now = Self.nowSeconds()
             var tripped: [ConnectionID] = []
             for (id, var watched) in state.watched {
                 guard !watched.tripped, let counts = TransportSocket.byteCounts(watched.fd) else { continue }
                 let received = counts.received >= watched.received ? counts.received - watched.received : 0
                 watched.received = max(watched.received, counts.received)
-                watched.tokens = min(limit.burst, watched.tokens + elapsed * limit.perSecond) - Double(received)
-                if watched.tokens < 0 {
+                if !watched.bucket.take(Double(received), now: now) {
                     Self.cut(watched.fd)
                     watched.tripped = true
                     tripped.append(id)
@@ -156,5 +152,5 @@ final class TransportGuard: Sendable {
         shutdown(fd, Int32(SHUT_RDWR))
     }
 
-    private static func nowNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+    private static func nowSeconds() -> TimeInterval { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 }
