@@ -130,45 +130,14 @@ final class DelayTests: XCTestCase {
 
         // Bob's "camera": the signal at 30 frames/s, stamped with its capture time.
         let start = bob.mediaTimeMicros
-        let running = Mutex(true)
-        let sent = Mutex(0)
-        let camera = Thread {
-            var sequence: UInt32 = 0
-            while running.withLock({ $0 }) {
-                let now = bob.mediaTimeMicros
-                let t = Double(now - start) / 1e6
-                var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(LossTests.Signal.yaw(t))))
-                expression[.jawOpen] = Float(LossTests.Signal.jawOpen(t))
-                bob.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
-                sequence &+= 1
-                sent.withLock { $0 += 1 }
-                Thread.sleep(forTimeInterval: 1.0 / 30)
-            }
+        let camera = TestCamera(bob) { now in
+            let t = Double(now - start) / 1e6
+            var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(LossTests.Signal.yaw(t))))
+            expression[.jawOpen] = Float(LossTests.Signal.jawOpen(t))
+            return expression
         }
         // Alice's screen: 60 pictures/s, each for the moment of bob's voice being heard.
-        let pictures = Mutex<[LossTests.Picture]>([])
-        let bufferStatistics = Mutex<ExpressionJitterBuffer.Statistics?>(nil)
-        let saw = pair.offererSaw
-        let screen = Thread {
-            var buffer = ExpressionJitterBuffer()
-            var taken = framesBefore
-            while running.withLock({ $0 }) {
-                let arrived = saw.frames.withLock { frames -> ArraySlice<ReceivedExpressionFrame> in
-                    defer { taken = frames.count }
-                    return frames[min(taken, frames.count)...]
-                }
-                for received in arrived { buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros) }
-                let now = alice.mediaTimeMicros
-                if let mapping = alice.playoutMapping {
-                    let playout = buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: now))
-                    pictures.withLock { $0.append(LossTests.Picture(localMicros: now, playout: playout, bufferedFrames: buffer.statistics.bufferedFrames)) }
-                }
-                Thread.sleep(forTimeInterval: 1.0 / 60)
-            }
-            bufferStatistics.withLock { $0 = buffer.statistics }
-        }
-        camera.start()
-        screen.start()
+        let screen = TestScreen(alice, frames: pair.offererSaw, skipping: framesBefore, picturesPerSecond: 60)
 
         var measureFrom: UInt64 = 0
         do {
@@ -177,12 +146,12 @@ final class DelayTests: XCTestCase {
             measureFrom = alice.mediaTimeMicros + 500_000 + UInt64(setting.delayMillis * 1000)
             try await Task.sleep(nanoseconds: UInt64((seconds + 0.5 + setting.delayMillis / 1000) * 1e9))
         } catch {
-            running.withLock { $0 = false }
+            camera.stop(); screen.stop()
             try? await pair.close()
             throw error
         }
         let measureTo = alice.mediaTimeMicros
-        running.withLock { $0 = false }
+        camera.stop(); screen.stop()
         try await Task.sleep(nanoseconds: UInt64((0.3 + setting.delayMillis / 1000) * 1e9))  // frames in flight arrive
 
         let statistics = await alice.statistics(), bobStatistics = await bob.statistics()
@@ -192,14 +161,14 @@ final class DelayTests: XCTestCase {
         result.relayed = relay.counts.bToA  // the whole call, handshakes included
 
         var measured = LossTests.Measurement(loss: setting.loss)
-        if let statistics = bufferStatistics.withLock({ $0 }) {
+        if let statistics = screen.statistics {
             measured.gapsInterpolated = statistics.gapsInterpolated
             measured.lateDropped = statistics.lateDropped
         }
-        measured.framesSent = sent.withLock { $0 }
+        measured.framesSent = camera.framesSent
         measured.framesReceived = pair.offererSaw.frames.withLock { $0.count } - framesBefore
         measured.latencyPLCMillis = Double(alice.playoutMapping?.latencyMicros ?? 0) / 1000
-        let drawn = pictures.withLock { $0 }.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo }
+        let drawn = screen.pictures.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo }
         LossTests.analyse(drawn, start: start, into: &measured)
         let heard = pair.offererSaw.audio.withLock { $0 }
         measured.voicePLC = LossTests.levels(heard, from: measureFrom, to: measureTo)

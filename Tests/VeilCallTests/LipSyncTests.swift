@@ -213,47 +213,22 @@ final class LipSyncTests: XCTestCase {
         try await eventually("bob's voice file started", within: 5) { bob.audioFileStartMicros != nil }
         let fileStart = try XCTUnwrap(bob.audioFileStartMicros)
 
-        let running = Mutex(true)
-        let camera = Thread {
-            var sequence: UInt32 = 0
-            while running.withLock({ $0 }) {
-                let now = bob.mediaTimeMicros
-                var expression = VeilCore.Expression()
-                expression[.jawOpen] = Self.sounding(Double(Int64(bitPattern: now &- fileStart)) / 1e6, intervals) ? 1 : 0
-                bob.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
-                sequence &+= 1
-                Thread.sleep(forTimeInterval: 1.0 / 30)
-            }
+        let camera = TestCamera(bob) { now in
+            var expression = VeilCore.Expression()
+            expression[.jawOpen] = Self.sounding(Double(Int64(bitPattern: now &- fileStart)) / 1e6, intervals) ? 1 : 0
+            return expression
         }
         // Alice's screen, as `CallSession.playout(for:at:)` draws: the jitter buffer at the playout
         // of bob's voice.
-        let drawn = Mutex<[(time: UInt64, jaw: Float)]>([])
-        let saw = pair.offererSaw
-        let screen = Thread {
-            var buffer = ExpressionJitterBuffer()
-            var taken = 0
-            while running.withLock({ $0 }) {
-                let arrived = saw.frames.withLock { frames -> ArraySlice<ReceivedExpressionFrame> in
-                    defer { taken = frames.count }
-                    return frames[min(taken, frames.count)...]
-                }
-                for received in arrived { buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros) }
-                let now = alice.mediaTimeMicros
-                if let mapping = alice.playoutMapping {
-                    let playout = buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: now))
-                    if playout.source != .neutral { drawn.withLock { $0.append((now, playout.expression[.jawOpen])) } }
-                }
-                Thread.sleep(forTimeInterval: 0.01)
-            }
-        }
-        camera.start(); screen.start()
+        let screen = TestScreen(alice, frames: pair.offererSaw, picturesPerSecond: 100)
         try await Task.sleep(nanoseconds: UInt64((seconds - 0.5) * 1e9))
-        running.withLock { $0 = false }
+        camera.stop(); screen.stop()
         try await Task.sleep(nanoseconds: 100_000_000)
 
         // What alice heard, sliced, on her clock: the times her sink played each buffer.
+        let saw = pair.offererSaw
         let heard = zip(saw.audio.withLock { $0 }, saw.heardMicros.withLock { $0 }).flatMap { Self.slices($0, heardAt: $1) }
-        let mouth = drawn.withLock { $0 }
+        let mouth = screen.pictures.filter { $0.playout.source != .neutral }.map { (time: $0.localMicros, jaw: $0.playout.expression[.jawOpen]) }
         // bob's file time 2.5 s ... 10 s, as heard by alice (about 200 ms later plus her playout).
         let lag = UInt64(alice.playoutMapping.map { max(0, $0.offsetMicros) } ?? 0) + UInt64(alice.playoutMapping?.latencyMicros ?? 0)
         let from = fileStart + 2_500_000 + lag, to = fileStart + UInt64((seconds - 1) * 1e6) + lag

@@ -24,11 +24,7 @@ final class LossTests: XCTestCase {
     }
 
     /// One picture alice drew.
-    struct Picture {
-        var localMicros: UInt64
-        var playout: ExpressionJitterBuffer.Playout
-        var bufferedFrames: Int
-    }
+    typealias Picture = TestScreen.Picture
 
     /// What one call at one loss rate showed.
     struct Measurement {
@@ -163,46 +159,14 @@ final class LossTests: XCTestCase {
 
         // Bob's "camera": the signal at 30 frames/s, stamped with its capture time.
         let start = bob.mediaTimeMicros
-        let running = Mutex(true)
-        let sent = Mutex(0)
-        let camera = Thread {
-            var sequence: UInt32 = 0
-            while running.withLock({ $0 }) {
-                let now = bob.mediaTimeMicros
-                let t = Double(now - start) / 1e6
-                var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(Signal.yaw(t))))
-                expression[.jawOpen] = Float(Signal.jawOpen(t))
-                bob.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
-                sequence &+= 1
-                sent.withLock { $0 += 1 }
-                Thread.sleep(forTimeInterval: 1.0 / 30)
-            }
+        let camera = TestCamera(bob) { now in
+            let t = Double(now - start) / 1e6
+            var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(Signal.yaw(t))))
+            expression[.jawOpen] = Float(Signal.jawOpen(t))
+            return expression
         }
         // Alice's screen: 60 pictures/s, each for the moment of bob's voice being heard.
-        let pictures = Mutex<[Picture]>([])
-        let bufferStatistics = Mutex<ExpressionJitterBuffer.Statistics?>(nil)
-        let saw = pair.offererSaw
-        let screen = Thread {
-            var buffer = ExpressionJitterBuffer()
-            var taken = framesBefore
-            while running.withLock({ $0 }) {
-                let arrived = saw.frames.withLock { frames -> ArraySlice<ReceivedExpressionFrame> in
-                    defer { taken = frames.count }
-                    return frames[min(taken, frames.count)...]
-                }
-                for received in arrived { buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros) }
-                let now = alice.mediaTimeMicros
-                if let mapping = alice.playoutMapping {
-                    let playout = buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: now))
-                    let picture = Picture(localMicros: now, playout: playout, bufferedFrames: buffer.statistics.bufferedFrames)
-                    pictures.withLock { $0.append(picture) }
-                }
-                Thread.sleep(forTimeInterval: 1.0 / 60)
-            }
-            bufferStatistics.withLock { $0 = buffer.statistics }
-        }
-        camera.start()
-        screen.start()
+        let screen = TestScreen(alice, frames: pair.offererSaw, skipping: framesBefore, picturesPerSecond: 60)
 
         // Measure from when alice's pictures follow bob's voice (the first sender report), plus a
         // moment for the first frames to fill the buffer.
@@ -212,16 +176,16 @@ final class LossTests: XCTestCase {
             measureFrom = alice.mediaTimeMicros + 500_000
             try await Task.sleep(nanoseconds: UInt64((seconds + 0.5) * 1e9))
         } catch {
-            running.withLock { $0 = false }
+            camera.stop(); screen.stop()
             try? await pair.close()
             throw error
         }
         let measureTo = alice.mediaTimeMicros
-        running.withLock { $0 = false }
+        camera.stop(); screen.stop()
         try await Task.sleep(nanoseconds: 300_000_000)  // the last frames in flight arrive
 
         var result = Measurement(loss: loss)
-        if let statistics = bufferStatistics.withLock({ $0 }) {
+        if let statistics = screen.statistics {
             result.gapsInterpolated = statistics.gapsInterpolated
             result.lateDropped = statistics.lateDropped
         }
@@ -229,11 +193,11 @@ final class LossTests: XCTestCase {
             result.packetsSeen = counts.incomingSeen
             result.packetsDropped = counts.incomingDropped
         }
-        result.framesSent = sent.withLock { $0 }
+        result.framesSent = camera.framesSent
         result.framesReceived = pair.offererSaw.frames.withLock { $0.count } - framesBefore
         result.latencyPLCMillis = Double(alice.playoutMapping?.latencyMicros ?? 0) / 1000
         result.latencyFECMillis = Double(bob.playoutMapping?.latencyMicros ?? 0) / 1000
-        Self.analyse(pictures.withLock { $0 }.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo },
+        Self.analyse(screen.pictures.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo },
                      start: start, into: &result)
         let heardByAlice = pair.offererSaw.audio.withLock { $0 }, heardByBob = pair.answererSaw.audio.withLock { $0 }
         result.voicePLC = Self.levels(heardByAlice, from: measureFrom, to: measureTo)

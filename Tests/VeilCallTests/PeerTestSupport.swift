@@ -230,3 +230,77 @@ func percentile(_ values: [Double], _ fraction: Double) -> Double {
     let sorted = values.sorted()
     return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
 }
+
+/// A sender's camera for tests: every 1/30 s, on a thread of its own, sends
+/// `expression(captureTime)` from `peer`, stamped with that capture time (nil sends nothing yet).
+final class TestCamera: Sendable {
+    private let running = Mutex(true)
+    private let sent = Mutex(0)
+
+    init(_ peer: PeerConnection, _ expression: @escaping @Sendable (UInt64) -> VeilCore.Expression?) {
+        Thread { [self] in
+            var sequence: UInt32 = 0
+            while running.withLock({ $0 }) {
+                let now = peer.mediaTimeMicros
+                if let expression = expression(now) {
+                    peer.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
+                    sequence &+= 1
+                    sent.withLock { $0 += 1 }
+                }
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+        }.start()
+    }
+
+    /// Frames sent so far.
+    var framesSent: Int { sent.withLock { $0 } }
+
+    func stop() { running.withLock { $0 = false } }
+}
+
+/// A receiver's screen for tests, drawing the remote avatar as `CallSession.playout(for:at:)`
+/// does: the frames `saw` collected (after the first `skipping`) go into an
+/// `ExpressionJitterBuffer`, and `picturesPerSecond` times a second, once `peer` knows the remote
+/// voice's playout mapping, the picture for the moment being heard is kept.
+final class TestScreen: Sendable {
+    /// One picture drawn.
+    struct Picture: Sendable {
+        var localMicros: UInt64
+        var playout: ExpressionJitterBuffer.Playout
+        var bufferedFrames: Int
+    }
+
+    private let running = Mutex(true)
+    private let drawn = Mutex<[Picture]>([])
+    private let finalStatistics = Mutex<ExpressionJitterBuffer.Statistics?>(nil)
+
+    init(_ peer: PeerConnection, frames saw: PeerRecorder, skipping: Int = 0, picturesPerSecond: Double) {
+        Thread { [self] in
+            var buffer = ExpressionJitterBuffer()
+            var taken = skipping
+            while running.withLock({ $0 }) {
+                let arrived = saw.frames.withLock { frames -> ArraySlice<ReceivedExpressionFrame> in
+                    defer { taken = frames.count }
+                    return frames[min(taken, frames.count)...]
+                }
+                for received in arrived { buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros) }
+                let now = peer.mediaTimeMicros
+                if let mapping = peer.playoutMapping {
+                    let playout = buffer.expression(atPlayoutOf: mapping.senderMediaTimeMicros(playingAt: now))
+                    let picture = Picture(localMicros: now, playout: playout, bufferedFrames: buffer.statistics.bufferedFrames)
+                    drawn.withLock { $0.append(picture) }
+                }
+                Thread.sleep(forTimeInterval: 1 / picturesPerSecond)
+            }
+            finalStatistics.withLock { $0 = buffer.statistics }
+        }.start()
+    }
+
+    /// The pictures drawn so far.
+    var pictures: [Picture] { drawn.withLock { $0 } }
+
+    /// The jitter buffer's statistics when the screen stopped (nil until its thread has ended).
+    var statistics: ExpressionJitterBuffer.Statistics? { finalStatistics.withLock { $0 } }
+
+    func stop() { running.withLock { $0 = false } }
+}
