@@ -6,27 +6,18 @@ import XCTest
 /// `veil serve`, `veil token` and two `veil call` processes: a real call between two programs.
 final class CallCommandTests: XCTestCase {
     func testTwoCallsThroughAServer() throws {
-        let veil = try VeilCommandTests.veil
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-call-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
-        var environment = ProcessInfo.processInfo.environment
-        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
-        environment.removeValue(forKey: "DISPLAY")
-        environment.removeValue(forKey: "PULSE_SERVER")
 
-        func process(_ args: [String]) -> (Process, Pipe, Pipe) {
-            let p = Process()
-            p.executableURL = veil
-            p.arguments = args
-            p.currentDirectoryURL = work
-            p.environment = environment
+        func process(_ args: [String]) throws -> (Process, Pipe, Pipe) {
+            let p = try VeilCommandTests.process(args, in: work, headless: true)
             let out = Pipe(), err = Pipe()
             p.standardOutput = out; p.standardError = err
             return (p, out, err)
         }
         func runToEnd(_ args: [String]) throws -> String {
-            let (p, out, _) = process(args)
+            let (p, out, _) = try process(args)
             try p.run()
             let data = out.fileHandleForReading.readDataToEndOfFile()
             p.waitUntilExit()
@@ -38,7 +29,7 @@ final class CallCommandTests: XCTestCase {
         _ = try runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
 
         // The server on a free port; its URL is on stderr.
-        let (server, _, serverErr) = process(["serve", "--port", "0", "--secret-file", work.appendingPathComponent("secret").path])
+        let (server, _, serverErr) = try process(["serve", "--port", "0", "--secret-file", work.appendingPathComponent("secret").path])
         try server.run()
         defer { server.terminate(); server.waitUntilExit() }
         var url: String?
@@ -55,8 +46,8 @@ final class CallCommandTests: XCTestCase {
         let tokens = try ["alice", "bob"].map { try runToEnd(["token", "--room", "r1", "--user", $0, "--ttl", "5m", "--secret-file", secret]) }
         XCTAssertTrue(tokens.allSatisfy { $0.hasPrefix("v1.") })
 
-        let calls = [("alice", tokens[0], "tone"), ("bob", tokens[1], "none")].map { user, token, audio in
-            process(["call", "--server", server_url, "--room", "r1", "--user", user, "--token", token, "--video", "face.mp4",
+        let calls = try [("alice", tokens[0], "tone"), ("bob", tokens[1], "none")].map { user, token, audio in
+            try process(["call", "--server", server_url, "--room", "r1", "--user", user, "--token", token, "--video", "face.mp4",
                      "--audio-in", audio, "--out", "\(user).mp4", "--duration", "6", "--json"])
         }
         try calls[0].0.run()
@@ -121,15 +112,10 @@ final class CallCommandTests: XCTestCase {
 /// `veil demo` (what `make demo` runs): a short call between two built-in participants.
 final class DemoCommandTests: XCTestCase {
     func testShortDemoCall() throws {
-        let veil = try VeilCommandTests.veil
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-demo-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }
-        let p = Process()
-        p.executableURL = veil
-        p.arguments = ["demo", "--out", work.path, "--seconds", "5", "--quiet"]
-        var environment = ProcessInfo.processInfo.environment
-        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
-        p.environment = environment
+        let p = try VeilCommandTests.process(["demo", "--out", work.path, "--seconds", "5", "--quiet"],
+                                             in: FileManager.default.temporaryDirectory)
         let out = Pipe()
         p.standardOutput = out
         try p.run()

@@ -9,20 +9,11 @@ import Glibc
 /// `veil serve`, reports them as left with reason `timeout` within 5 s.
 final class KilledParticipantTests: XCTestCase {
     func testAKilledCallIsReportedAsTimeoutWithinFiveSeconds() throws {
-        let veil = try VeilCommandTests.veil
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-kill-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
-        var environment = ProcessInfo.processInfo.environment
-        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
-        environment.removeValue(forKey: "DISPLAY")
-        environment.removeValue(forKey: "PULSE_SERVER")
-        func process(_ args: [String]) -> (Process, LineCollector) {
-            let p = Process()
-            p.executableURL = veil
-            p.arguments = args
-            p.currentDirectoryURL = work
-            p.environment = environment
+        func process(_ args: [String]) throws -> (Process, LineCollector) {
+            let p = try VeilCommandTests.process(args, in: work, headless: true)
             let out = Pipe()
             p.standardOutput = out
             p.standardError = out
@@ -30,20 +21,20 @@ final class KilledParticipantTests: XCTestCase {
         }
         let secret = work.appendingPathComponent("secret").path
 
-        let (server, serverLines) = process(["serve", "--port", "0", "--secret-file", secret])
+        let (server, serverLines) = try process(["serve", "--port", "0", "--secret-file", secret])
         try server.run()
         defer { if server.isRunning { server.terminate() }; server.waitUntilExit() }
         let listen = try XCTUnwrap(serverLines.wait(for: { $0.contains("listen url=ws://") }, timeout: 10), "\(serverLines.all)")
         let url = try XCTUnwrap(listen.split(separator: " ").first { $0.hasPrefix("url=") }).dropFirst(4)
 
         func token(_ user: String) throws -> String {
-            let (p, lines) = process(["token", "--room", "r1", "--user", user, "--ttl", "5m", "--secret-file", secret])
+            let (p, lines) = try process(["token", "--room", "r1", "--user", user, "--ttl", "5m", "--secret-file", secret])
             try p.run()
             p.waitUntilExit()
             return try XCTUnwrap(lines.wait(for: { $0.hasPrefix("v1.") }, timeout: 5))
         }
         func call(_ user: String) throws -> (Process, LineCollector) {
-            let (p, lines) = process(["call", "--server", String(url), "--room", "r1", "--user", user, "--token", try token(user),
+            let (p, lines) = try process(["call", "--server", String(url), "--room", "r1", "--user", user, "--token", try token(user),
                                       "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"])
             try p.run()
             return (p, lines)

@@ -29,16 +29,28 @@ final class VeilCommandTests: XCTestCase {
         }
     }
 
+    /// `veil args` as a child process of the tests, not started: run in `directory` with Veil's
+    /// cache; `headless` takes the display and the sound server away, so that calls open no window
+    /// and leave the user's audio alone.
+    static func process(_ args: [String], in directory: URL, headless: Bool = false) throws -> Process {
+        let process = Process()
+        process.executableURL = try veil
+        process.arguments = args
+        process.currentDirectoryURL = directory
+        var environment = ProcessInfo.processInfo.environment
+        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
+        if headless {
+            environment.removeValue(forKey: "DISPLAY")
+            environment.removeValue(forKey: "PULSE_SERVER")
+        }
+        process.environment = environment
+        return process
+    }
+
     struct Run { var status: Int32; var stdout: String; var stderr: String }
 
     func veil(_ args: String...) throws -> Run {
-        let process = Process()
-        process.executableURL = try Self.veil
-        process.arguments = args
-        process.currentDirectoryURL = work
-        var environment = ProcessInfo.processInfo.environment
-        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
-        process.environment = environment
+        let process = try Self.process(args, in: work)
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
