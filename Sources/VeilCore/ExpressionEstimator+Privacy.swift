@@ -1,105 +1,177 @@
 import Foundation
 
-/// A privacy stage between `ExpressionEstimator` and the wire: it makes the stream say less about
-/// *which face* produced it while keeping what the face does.
+/// The privacy stage between `ExpressionEstimator` and the wire: it re-expresses what a face does in
+/// a small canonical vocabulary, so that the stream says as little as it can about *which face*
+/// produced it.
 ///
-/// The estimator's output depends on the face as well as on the movement: the same jaw drop reads
-/// 1.7–4.7× differently on different faces, one side of the face responds more than the other,
-/// head pitch and roll wobble with speech on some faces, and the pupils of some faces seem to move
-/// when the eyes do not (docs/privacy.md, re-identification experiment). This stage, causal (it
-/// uses only past frames), removes part of that:
+/// The estimator's output depends on the face as well as on the movement. In the
+/// re-identification experiment (docs/privacy.md) the same jaw drop reads 1.7–4.7× differently on
+/// different faces, blinks 0.2–0.9, some faces read a frown whenever the jaw opens or a smile at
+/// rest, and some move their pupils and nod when they only talk. Each such response is a signature:
+/// a nearest-neighbour classifier names the person from the estimator's output two times in three.
+/// This stage is causal (it uses only past frames) and keeps, per person:
 ///
-/// - **Symmetry**: each left/right pair of coefficients (blink, squint, wide, smile, frown,
-///   dimple, stretch, brows, cheeks, sneer) is replaced by the mean of the two. Winks and
-///   one-sided smiles are lost.
-/// - **Per-person gain**: every coefficient is scaled so that its running peak (the largest value
-///   seen, forgotten with a time constant of `peakSeconds`) maps to `target`. The gain is kept in
-///   `minGain…maxGain` and the peak is floored at `peakFloor`, so that a channel that barely moves
-///   (noise, cross-talk) is not amplified by more than `target / peakFloor`.
-/// - **Head pitch and roll dead zone**: `poseDeadZone` degrees are taken off their magnitude
-///   (soft threshold): small nods and tilts, mostly tracker coupling with speech, read 0.
-/// - **Gaze dead zone**: `gazeDeadZone` is taken off each gaze axis and the rest rescaled to
-///   reach ±1; `eyeLook*` follow the result.
+/// - **Canonical channels**: jaw opening, smile, brow raise, frown, pucker and funnel. Each one
+///   has its resting level tracked (a low percentile of the last `baselineSeconds`, so a neutral
+///   face that was learnt while talking, or a tracker that settles elsewhere, reads 0 again), its
+///   running peak (forgotten with a time constant of `peakSeconds`), and is sent as the fraction
+///   of that peak, after a dead zone of `deadZone` (noise and weak cross-talk read 0), scaled to
+///   the channel's canonical strength. Left and right are one channel: winks and one-sided
+///   smiles are not sent.
+/// - **Blinks** as eyes open or closed: a blink starts when the lids close past half of the
+///   person's usual blink and ends when they open past a third of it; the avatar's lids then move
+///   at one canonical speed.
+/// - **Head pose and gaze** through a median of the last `medianFrames` frames (the spikes that
+///   some faces' tracking shows drop out), with dead zones: `yawDeadZone` degrees off yaw,
+///   `nodDeadZone` off pitch and roll, `gazeDeadZone` off each gaze axis.
+/// - Everything else (squint, wide eyes, brow lowering, cheek puff, mouth shift, sneer, rolls,
+///   presses, tongue) is not sent; dimples and cheek raise follow the smile as the estimator
+///   derives them.
 ///
-/// At rest everything stays 0, so two people at rest still send the same frame.
+/// At rest everything is 0, so two people at rest send the same frame.
 ///
-/// Off unless asked for (`ExpressionCapture(privacy:)`, `veil call --privacy-filter`): it costs
-/// winks, one-sided expressions and absolute intensity, and in the experiment it lowers
-/// re-identification from 68 % to 58 % (chance: 20 %), so it does not make the stream anonymous.
+/// What it costs: winks and one-sided expressions, absolute intensity (each person's own range is
+/// mapped to the same range), the expressions it drops, and about `medianFrames / 2` frames of
+/// delay on head pose and gaze. `veil call --full-expression` turns it off.
 public struct ExpressionPrivacyFilter: Sendable {
-    /// What each coefficient's running peak is mapped to.
-    public var target: Float = 0.6
-    /// Time constant (s) with which a peak is forgotten.
-    public var peakSeconds: Double = 5
-    /// The smallest peak a gain is computed from, so that quiet channels are not blown up.
-    public var peakFloor: Float = 0.3
-    /// The range the per-coefficient gain is kept in.
-    public var minGain: Float = 0.25
-    /// See `minGain`.
-    public var maxGain: Float = 2
-    /// Degrees taken off the magnitude of head pitch and roll.
-    public var poseDeadZone: Float = 2
-    /// Taken off each gaze axis before rescaling to ±1.
-    public var gazeDeadZone: Float = 0.3
-    /// Whether left/right pairs are replaced by their mean.
-    public var symmetric = true
+    /// One canonical channel: the coefficients it reads (their mean) and writes.
+    public struct Channel: Sendable {
+        public var shapes: [BlendShape]
+        /// The running peak before anything has been seen (in the estimator's units).
+        public var initialPeak: Float
+        /// The smallest peak an intensity is computed from, so that a channel that barely moves
+        /// (noise, cross-talk) is not blown up.
+        public var peakFloor: Float
+        /// What the person's own peak is sent as.
+        public var strength: Float
+        public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float) {
+            self.shapes = shapes; self.initialPeak = initialPeak; self.peakFloor = peakFloor; self.strength = strength
+        }
+    }
 
-    /// Running peak per coefficient; starts at `target` (gain 1) on the first frame.
+    /// The channels sent, in the estimator's units.
+    public static let channels: [Channel] = [
+        Channel([.jawOpen], initialPeak: 0.3, peakFloor: 0.05, strength: 0.7),
+        Channel([.mouthSmileLeft, .mouthSmileRight], initialPeak: 0.5, peakFloor: 0.1, strength: 0.8),
+        Channel([.browInnerUp, .browOuterUpLeft, .browOuterUpRight], initialPeak: 0.3, peakFloor: 0.05, strength: 0.8),
+        Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
+        Channel([.mouthPucker], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
+        Channel([.mouthFunnel], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
+    ]
+
+    /// Seconds of history the resting level of each channel is taken from.
+    public var baselineSeconds: Double = 20
+    /// The percentile of that history taken as the resting level.
+    public var baselinePercentile: Double = 0.1
+    /// Time constant (s) with which a channel's peak is forgotten.
+    public var peakSeconds: Double = 10
+    /// Fraction of the peak below which a channel reads 0; the rest is rescaled to reach 1.
+    public var deadZone: Float = 0.3
+    /// Frames in the median taken of head pose and gaze.
+    public var medianFrames = 7
+    /// Degrees taken off the magnitude of yaw.
+    public var yawDeadZone: Float = 1
+    /// Degrees taken off the magnitude of pitch and roll.
+    public var nodDeadZone: Float = 4
+    /// Taken off each gaze axis before rescaling to ±1.
+    public var gazeDeadZone: Float = 0.4
+    /// The blink reading (eyeBlink, the mean of both eyes) assumed before the first blink.
+    public var initialBlinkPeak: Float = 0.4
+    /// The smallest blink peak: lids that barely move never read as a blink.
+    public var blinkPeakFloor: Float = 0.12
+    /// Time constant (s) with which the blink peak is forgotten.
+    public var blinkPeakSeconds: Double = 30
+    /// Seconds the avatar's lids take to close, and to open.
+    public var lidCloseSeconds: Float = 0.07
+    /// See `lidCloseSeconds`.
+    public var lidOpenSeconds: Float = 0.12
+
+    private var history: [[(time: Double, value: Float)]] = []
     private var peaks: [Float] = []
+    private var blinkPeak: Float = 0
+    private var eyesClosed = false
+    private var lids: Float = 0
+    private var recentPoses: [[Float]] = []
     private var lastTime: Double?
 
     /// A filter with the default settings above.
-    public init() {}
+    public init() { reset() }
 
-    /// Forgets the learnt peaks (a new person, or a recalibration).
+    /// Forgets everything learnt (a new person, or a recalibration).
     public mutating func reset() {
-        peaks = []
+        history = Self.channels.map { _ in [] }
+        peaks = Self.channels.map(\.initialPeak)
+        blinkPeak = initialBlinkPeak
+        eyesClosed = false
+        lids = 0
+        recentPoses = []
         lastTime = nil
     }
-
-    /// Left/right pairs averaged by the symmetry step (gaze-driven `eyeLook*` excluded, and
-    /// mouthLeft/mouthRight, which are a sideways shift, not a pair of sides).
-    static let pairs: [(BlendShape, BlendShape)] = BlendShape.allCases.compactMap { shape in
-        guard shape.name.hasSuffix("Left"), !shape.name.hasPrefix("eyeLook"), shape != .mouthLeft else { return nil }
-        let other = String(shape.name.dropLast(4)) + "Right"
-        return BlendShape.allCases.first { $0.name == other }.map { (shape, $0) }
-    }
-
-    static let gazeShapes: Set<BlendShape> = [.eyeLookOutLeft, .eyeLookInLeft, .eyeLookInRight, .eyeLookOutRight,
-                                              .eyeLookUpLeft, .eyeLookUpRight, .eyeLookDownLeft, .eyeLookDownRight]
 
     /// The expression to transmit for `e`, estimated at `timeSeconds`.
     public mutating func apply(_ e: Expression, at timeSeconds: Double) -> Expression {
         let dt = lastTime.map { min(max(timeSeconds - $0, 0), 0.5) } ?? 1.0 / 30
         lastTime = timeSeconds
-        let decay = Float(exp(-dt / peakSeconds))
-        if peaks.isEmpty { peaks = [Float](repeating: target, count: BlendShape.allCases.count) }
-        var x = e.coefficients
-        if symmetric {
-            for (l, r) in Self.pairs {
-                let m = (x[l.rawValue] + x[r.rawValue]) / 2
-                x[l.rawValue] = m; x[r.rawValue] = m
-            }
+        var out = Expression()
+        for (k, channel) in Self.channels.enumerated() {
+            let reading = channel.shapes.reduce(0) { $0 + e[$1] } / Float(channel.shapes.count)
+            let level = max(reading - resting(k, reading, at: timeSeconds), 0)
+            peaks[k] = max(level, peaks[k] * Float(exp(-dt / peakSeconds)))
+            let fraction = level / max(peaks[k], channel.peakFloor)
+            let sent = min(max(fraction - deadZone, 0) / (1 - deadZone), 1) * channel.strength
+            for shape in channel.shapes { out[shape] = sent }
         }
-        var out = e
-        for shape in BlendShape.allCases where !Self.gazeShapes.contains(shape) {
-            let k = shape.rawValue
-            peaks[k] = max(x[k], peaks[k] * decay)
-            let gain = min(max(target / max(peaks[k], peakFloor), minGain), maxGain)
-            out[shape] = x[k] * gain
-        }
-        func shrink(_ v: Float, _ d: Float) -> Float { v > d ? v - d : (v < -d ? v + d : 0) }
-        out.headPose = HeadPose(yaw: e.headPose.yaw, pitch: shrink(e.headPose.pitch, poseDeadZone),
-                                roll: shrink(e.headPose.roll, poseDeadZone))
-        if let g = e.gaze {
+        let smile = out[.mouthSmileLeft]
+        out[.mouthDimpleLeft] = smile * 0.3; out[.mouthDimpleRight] = smile * 0.3
+        out[.cheekSquintLeft] = max(smile - 0.2, 0) * 0.8; out[.cheekSquintRight] = out[.cheekSquintLeft]
+        let lids = blink((e[.eyeBlinkLeft] + e[.eyeBlinkRight]) / 2, dt: dt)
+        out[.eyeBlinkLeft] = lids; out[.eyeBlinkRight] = lids
+
+        let p = median(of: [e.headPose.yaw, e.headPose.pitch, e.headPose.roll, e.gaze?.x ?? .nan, e.gaze?.y ?? .nan])
+        out.headPose = HeadPose(yaw: shrink(p[0], yawDeadZone), pitch: shrink(p[1], nodDeadZone), roll: shrink(p[2], nodDeadZone))
+        if e.gaze != nil, p[3].isFinite, p[4].isFinite {
             let scale = 1 / max(1 - gazeDeadZone, 1e-3)
-            let q = Gaze(x: clamp(shrink(g.x, gazeDeadZone) * scale, -1, 1), y: clamp(shrink(g.y, gazeDeadZone) * scale, -1, 1))
-            out.gaze = q
-            out[.eyeLookOutLeft] = max(q.x, 0); out[.eyeLookInLeft] = max(-q.x, 0)
-            out[.eyeLookInRight] = max(q.x, 0); out[.eyeLookOutRight] = max(-q.x, 0)
-            out[.eyeLookUpLeft] = max(q.y, 0); out[.eyeLookUpRight] = max(q.y, 0)
-            out[.eyeLookDownLeft] = max(-q.y, 0); out[.eyeLookDownRight] = max(-q.y, 0)
+            let g = Gaze(x: clamp(shrink(p[3], gazeDeadZone) * scale, -1, 1), y: clamp(shrink(p[4], gazeDeadZone) * scale, -1, 1))
+            out.gaze = g
+            out[.eyeLookOutLeft] = max(g.x, 0); out[.eyeLookInLeft] = max(-g.x, 0)
+            out[.eyeLookInRight] = max(g.x, 0); out[.eyeLookOutRight] = max(-g.x, 0)
+            out[.eyeLookUpLeft] = max(g.y, 0); out[.eyeLookUpRight] = max(g.y, 0)
+            out[.eyeLookDownLeft] = max(-g.y, 0); out[.eyeLookDownRight] = max(-g.y, 0)
         }
         return out
     }
+
+    /// The resting level of channel `k`: the `baselinePercentile` of its readings over the last
+    /// `baselineSeconds`, this one included.
+    private mutating func resting(_ k: Int, _ reading: Float, at time: Double) -> Float {
+        history[k].append((time, reading))
+        if let cut = history[k].firstIndex(where: { $0.time > time - baselineSeconds }), cut > 0 {
+            history[k].removeFirst(cut)
+        }
+        let sorted = history[k].map(\.value).sorted()
+        return sorted[min(Int(Double(sorted.count - 1) * baselinePercentile + 0.5), sorted.count - 1)]
+    }
+
+    /// Eyes open or closed from the blink reading, as the avatar's lids (0 open … 1 shut).
+    private mutating func blink(_ reading: Float, dt: Double) -> Float {
+        blinkPeak = max(reading, blinkPeak * Float(exp(-dt / blinkPeakSeconds)))
+        let fraction = reading / max(blinkPeak, blinkPeakFloor)
+        if eyesClosed, fraction < 0.35 { eyesClosed = false } else if !eyesClosed, fraction > 0.5 { eyesClosed = true }
+        let step = Float(dt) / (eyesClosed ? lidCloseSeconds : lidOpenSeconds)
+        lids = eyesClosed ? min(lids + step, 1) : max(lids - step, 0)
+        return lids
+    }
+
+    /// Per component, the median of the last `medianFrames` values (NaN where any is missing).
+    private mutating func median(of values: [Float]) -> [Float] {
+        recentPoses.append(values)
+        if recentPoses.count > max(medianFrames, 1) { recentPoses.removeFirst(recentPoses.count - max(medianFrames, 1)) }
+        return values.indices.map { i in
+            let column = recentPoses.map { $0[i] }
+            guard column.allSatisfy(\.isFinite) else { return .nan }
+            return column.sorted()[column.count / 2]
+        }
+    }
+
+    private func shrink(_ v: Float, _ d: Float) -> Float { v > d ? v - d : (v < -d ? v + d : 0) }
 }

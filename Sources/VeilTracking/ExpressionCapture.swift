@@ -14,8 +14,8 @@ public final class ExpressionCapture {
 
     public let tracker: FaceTracking
     public private(set) var estimator: ExpressionEstimator
-    /// The privacy stage applied to every estimated expression before it is framed; nil sends the
-    /// estimator's output as is.
+    /// The privacy stage applied to every estimated expression before it is framed (on by
+    /// default); nil sends the estimator's output as is.
     public private(set) var privacy: ExpressionPrivacyFilter?
     private var sequence: UInt32 = 0
     private var lostSince: UInt64?
@@ -23,11 +23,12 @@ public final class ExpressionCapture {
     /// - Parameters:
     ///   - tracker: the face tracker (MediaPipe's on Linux).
     ///   - estimator: neutral calibration and smoothing settings.
-    ///   - privacy: a stage that removes part of the per-face response differences before framing,
-    ///     at a cost in expressiveness (`ExpressionPrivacyFilter`, docs/privacy.md); nil, the
-    ///     default, sends the estimator's output as is.
+    ///   - privacy: the stage that re-expresses each expression in a canonical vocabulary before
+    ///     framing, so that the stream says less about which face produced it, at a cost in
+    ///     expressiveness (`ExpressionPrivacyFilter`, docs/privacy.md); nil sends the estimator's
+    ///     output as is (`veil call --full-expression`).
     public init(tracker: FaceTracking, estimator: ExpressionEstimator = ExpressionEstimator(),
-                privacy: ExpressionPrivacyFilter? = nil) {
+                privacy: ExpressionPrivacyFilter? = ExpressionPrivacyFilter()) {
         self.tracker = tracker
         self.estimator = estimator
         self.privacy = privacy

@@ -22,8 +22,8 @@ final class CallRunner: @unchecked Sendable {
         var video: String?
         var audioIn: AudioInput = .silence
         var audioOut: AudioOutput = .discard
-        /// Pass expressions through `ExpressionPrivacyFilter` before sending (docs/privacy.md).
-        var privacyFilter = false
+        /// Send the estimator's output as is, without `ExpressionPrivacyFilter` (docs/privacy.md).
+        var fullExpression = false
         /// STUN/TURN settings (the room server's `--ice-server` fills what is not set here).
         var peer = PeerConfiguration()
         var output: Output = .none
@@ -130,7 +130,7 @@ final class CallRunner: @unchecked Sendable {
         if let video = options.video {
             let source = try VideoSource.open(video)
             let capture = ExpressionCapture(tracker: try MediaPipeFaceTracker(),
-                                            privacy: options.privacyFilter ? ExpressionPrivacyFilter() : nil)
+                                            privacy: options.fullExpression ? nil : ExpressionPrivacyFilter())
             let thread = Thread { [self] in
                 var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
                 var source = source

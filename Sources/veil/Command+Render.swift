@@ -27,6 +27,8 @@ OPTIONS:
                              the input (for inspection: this view shows the face, the wire never does)
   --size WxH                 Avatar view size (default: the input's size)
   --max-frames N             Stop after N frames (a camera runs until Ctrl-C otherwise)
+  --full-expression          Without the privacy filter a call applies by default (docs/privacy.md):
+                             every coefficient the estimator reads, as read
   --quiet                    No progress bar or summary
 
 The summary reports frames, % tracked, ms per frame for tracking and rendering, and wire bytes per frame.
@@ -34,7 +36,7 @@ The summary reports frames, % tracked, ms per frame for tracking and rendering, 
 
 func runRender(_ argv: [String]) throws {
     let args = try Arguments(argv, valued: ["output", "style", "background", "expressions", "size", "max-frames"],
-                             booleans: ["side-by-side", "quiet"], aliases: ["o": "output"])
+                             booleans: ["side-by-side", "quiet", "full-expression"], aliases: ["o": "output"])
     guard args.positionals.count == 1 else { throw UsageError("render needs exactly one INPUT") }
     guard let output = args.value("output") else { throw UsageError("render needs -o OUTPUT") }
     if args.positionals[0].lowercased().hasSuffix(".jsonl") {
@@ -50,6 +52,7 @@ func runRender(_ argv: [String]) throws {
     job.background = try parseBackground(args.value("background"))
     job.expressionsPath = args.value("expressions")
     job.sideBySide = args.flag("side-by-side")
+    job.fullExpression = args.flag("full-expression")
     job.size = args.value("size") == nil ? nil : try args.size("size", default: (640, 480))
     job.maxFrames = try args.int("max-frames", default: Int.max, range: 1...Int.max)
     job.quiet = args.flag("quiet")
@@ -68,6 +71,8 @@ struct RenderJob {
     var background: AvatarBackground = defaultBackground
     var expressionsPath: String?
     var sideBySide = false
+    /// Skip the privacy filter (what `veil call --full-expression` sends).
+    var fullExpression = false
     var size: (width: Int, height: Int)?
     var maxFrames = Int.max
     var quiet = false
@@ -108,7 +113,7 @@ struct RenderJob {
     func run() throws -> Summary {
         let source = try openSource(input)
         let tracker = try MediaPipeFaceTracker()
-        let capture = ExpressionCapture(tracker: tracker)
+        let capture = ExpressionCapture(tracker: tracker, privacy: fullExpression ? nil : ExpressionPrivacyFilter())
         let avatarSize = evenSize(size ?? source.size)
         let outputSize = (width: avatarSize.width * (sideBySide ? 2 : 1), height: avatarSize.height)
         let canvas = try CairoCanvas(width: outputSize.width, height: outputSize.height)

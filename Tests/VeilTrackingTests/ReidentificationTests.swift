@@ -15,9 +15,10 @@ import VeilSynth
 /// segment to segment and from person to person while following the same statistics for all.
 ///
 /// Per segment two feature vectors are taken:
-/// - the transmitted stream: every frame's wire bytes decoded back into an `ExpressionFrame`, then
-///   per-coefficient mean and standard deviation over the segment, the same for head pose
-///   (yaw, pitch, roll) and gaze (x, y): 114 values;
+/// - the transmitted stream: every frame's wire bytes, as Veil sends them by default (through
+///   `ExpressionPrivacyFilter`), decoded back into an `ExpressionFrame`, then per-coefficient mean
+///   and standard deviation over the segment, the same for head pose (yaw, pitch, roll) and gaze
+///   (x, y): 114 values; the same without the filter (`--full-expression`) beside it;
 /// - the raw landmarks: the tracker's 468-point mesh in 2-D, translated to its centroid and scaled
 ///   to unit RMS radius, averaged over the segment: 936 values.
 ///
@@ -45,15 +46,18 @@ final class ReidentificationTests: XCTestCase {
         var person: Int
         var session: Int
         var index: Int
-        /// Features of the decoded ExpressionFrames (Veil's default: no privacy filter).
+        /// Features of the decoded ExpressionFrames as Veil sends them by default (estimator, then
+        /// `ExpressionPrivacyFilter`).
         var stream: [Double]
-        /// The same with `ExpressionPrivacyFilter` applied before framing (`--privacy-filter`).
-        var filteredStream: [Double] = []
+        /// The same without the privacy filter (`veil call --full-expression`).
+        var fullExpressionStream: [Double] = []
         /// Features of the tracker's raw landmarks.
         var landmarks: [Double]
         /// Diagnostic: stream features when the estimator reads the synthesiser's exact mesh instead
         /// of the tracker's (no tracking error; no pupils, so no gaze).
         var exactMeshStream: [Double] = []
+        /// The same through the privacy filter.
+        var exactMeshFilteredStream: [Double] = []
         /// Scripted mean jaw drop and head yaw, and the stream's mean jawOpen and yaw, for the check
         /// that the stream does carry the performance.
         var scriptedJaw: Double, streamJaw: Double, scriptedYaw: Double, streamYaw: Double
@@ -78,8 +82,8 @@ final class ReidentificationTests: XCTestCase {
 
     /// The privacy claim to reach: from the decoded stream of one session, a nearest-neighbour
     /// classifier trained on another session of every person names the person no more often than
-    /// chance allows (one-sided binomial 95 % bound for the number of predictions). Not reached
-    /// yet; see the assertions. Prints the whole
+    /// chance allows (one-sided binomial 95 % bound for the number of predictions). Reached on the
+    /// synthesiser's exact mesh, not yet on the tracker's; see the assertions. Prints the whole
     /// experiment, with a breakdown by part of the stream and the confusion matrix.
     func testHowWellTheTransmittedStreamIdentifiesPeople() throws {
         let segments = try Self.segments()
@@ -87,7 +91,7 @@ final class ReidentificationTests: XCTestCase {
         let chance = 1.0 / Double(people)
         let stream = Self.crossSessionAccuracy(segments, \.stream)
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
-        let filteredStream = Self.crossSessionAccuracy(segments, \.filteredStream)
+        let fullExpression = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: chance, level: 0.95)
         let streamLOO = Self.leaveOneOutAccuracy(segments, \.stream)
         let landmarkLOO = Self.leaveOneOutAccuracy(segments, \.landmarks)
@@ -97,7 +101,7 @@ final class ReidentificationTests: XCTestCase {
         print("    Veil stream:   \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
               + " (chance + binomial 95 % bound: ≤ \(bound) correct = \(Self.percent(Double(bound) / Double(stream.total))))")
         print("    raw landmarks: \(landmarks.correct)/\(landmarks.total) = \(Self.percent(landmarks.accuracy))")
-        print("    Veil stream with the privacy filter: \(filteredStream.correct)/\(filteredStream.total) = \(Self.percent(filteredStream.accuracy))")
+        print("    Veil stream without the privacy filter (--full-expression): \(fullExpression.correct)/\(fullExpression.total) = \(Self.percent(fullExpression.accuracy))")
         print("  leave one segment out, \(streamLOO.total) predictions (same-session neighbours allowed):")
         print("    Veil stream:   \(streamLOO.correct)/\(streamLOO.total) = \(Self.percent(streamLOO.accuracy))")
         print("    raw landmarks: \(landmarkLOO.correct)/\(landmarkLOO.total) = \(Self.percent(landmarkLOO.accuracy))")
@@ -112,7 +116,9 @@ final class ReidentificationTests: XCTestCase {
             print("    \(name) alone (mean and deviation): \(Self.percent(cross.accuracy))")
         }
         let exact = Self.crossSessionAccuracy(segments, \.exactMeshStream)
-        print("  diagnostic, the estimator on the synthesiser's exact mesh (no tracker, no gaze): \(Self.percent(exact.accuracy))")
+        let exactFiltered = Self.crossSessionAccuracy(segments, \.exactMeshFilteredStream)
+        print("  diagnostic, the estimator on the synthesiser's exact mesh (no tracker, no gaze): \(Self.percent(exactFiltered.accuracy))"
+              + " with the privacy filter, \(Self.percent(exact.accuracy)) without")
         for part in Self.streamParts.prefix(3) {
             let cross = Self.crossSessionAccuracy(segments) { Array($0.exactMeshStream[part.range]) }
             print("    \(part.name): \(Self.percent(cross.accuracy))")
@@ -123,18 +129,20 @@ final class ReidentificationTests: XCTestCase {
         }
 
         XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
-        // NOT the goal yet. The goal is `stream.correct <= bound` (no better than chance); the last
-        // run gave 68.3 % by default and 57.5 % with `ExpressionPrivacyFilter`, against a bound of
-        // 25.8 %: each face's tracker and estimator response (gains, cross-talk, head-pose scale)
-        // is a signature (docs/privacy.md). Until that is fixed this guards the measured state:
-        // the stream must stay well below the landmarks, must not get more identifying than it is
-        // (1-NN on 120 predictions varies by about ±4.5 points), and the filter must help.
-        XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.2, "the stream identifies people almost as well as raw landmarks")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.75,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 68.3 %; chance \(Self.percent(chance)), bound \(bound) correct)")
-        XCTAssertLessThanOrEqual(filteredStream.accuracy, 0.65,
-                                 "with the privacy filter: \(Self.percent(filteredStream.accuracy)) (last measured 57.5 %)")
-        XCTAssertLessThan(filteredStream.accuracy, stream.accuracy, "the privacy filter does not lower re-identification")
+        // The goal is `stream.correct <= bound`: no better than chance. Not reached yet: the last
+        // run gave 36 / 120 (30.0 %) against a bound of 31 (25.8 %); without the privacy filter
+        // 68.3 %. What is left comes from the tracker, not the estimator: on the synthesiser's
+        // exact mesh the filtered stream is at chance (asserted below), while on the tracker's
+        // mesh some faces show brows that settle at another height, spurious gaze and nods, and
+        // blinks or jaw drops that barely register (docs/privacy.md). Until that is fixed this
+        // guards the measured state (1-NN on 120 predictions varies by about ±4.5 points).
+        XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.5, "the stream identifies people almost as well as raw landmarks")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.36,
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 30.0 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+        XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.2, "the privacy filter no longer lowers re-identification much")
+        let exactBound = Self.binomialUpperQuantile(trials: exactFiltered.total, probability: chance, level: 0.95)
+        XCTAssertLessThanOrEqual(exactFiltered.correct, exactBound,
+                                 "on the exact mesh, the filtered stream identifies people better than chance: \(exactFiltered.correct) of \(exactFiltered.total) > \(exactBound)")
     }
 
     /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
@@ -220,47 +228,60 @@ final class ReidentificationTests: XCTestCase {
     static func record(_ synth: TalkingFaceSynthesizer, script: ExpressionScript, tracker: MediaPipeFaceTracker,
                        topology: MeshTopology, person: Int, session: Int) throws -> [Segment] {
         tracker.reset()
-        let capture = ExpressionCapture(tracker: tracker)
-        var filter = ExpressionPrivacyFilter()
+        // The estimator's output, unfiltered; the privacy filter is applied below exactly as
+        // ExpressionCapture applies it by default (estimator, filter, frame), so one tracking
+        // run gives both streams.
+        let capture = ExpressionCapture(tracker: tracker, privacy: nil)
+        var filter = ExpressionPrivacyFilter(), exactFilter = ExpressionPrivacyFilter()
         var exactEstimator = ExpressionEstimator()
         var image = RGBImage(width: 640, height: 480)
-        var decoded: [ExpressionFrame] = [], filtered: [ExpressionFrame] = [], meshes: [[Point3]?] = [], exact: [ExpressionFrame] = []
+        var sent: [ExpressionFrame] = [], full: [ExpressionFrame] = [], meshes: [[Point3]?] = []
+        var exact: [ExpressionFrame] = [], exactFiltered: [ExpressionFrame] = []
+        /// What the receiver gets: the wire bytes, decoded.
+        func received(_ frame: ExpressionFrame) throws -> ExpressionFrame { try ExpressionFrame(decoding: frame.encoded()) }
+        /// The same from a sender whose expressions pass through `filter` before framing.
+        func received(_ frame: ExpressionFrame, through filter: inout ExpressionPrivacyFilter, at time: Double) throws -> ExpressionFrame {
+            var frame = frame
+            if frame.state == .tracked { frame.expression = filter.apply(frame.expression, at: time) }
+            return try received(frame)
+        }
         for (n, truth) in script.groundTruth.enumerated() {
             synth.frame(at: truth.state, into: &image)
             let micros = UInt64((truth.timeSeconds * 1e6).rounded())
             let out = try capture.process(image, captureTimeMicros: micros)
-            // What the receiver gets: the wire bytes, decoded.
-            decoded.append(try ExpressionFrame(decoding: out.frame.encoded()))
-            // What the receiver gets from a sender with the privacy filter (applied, as in
-            // ExpressionCapture, to the estimator's output before framing).
-            var withFilter = out.frame
-            if withFilter.state == .tracked { withFilter.expression = filter.apply(withFilter.expression, at: truth.timeSeconds) }
-            filtered.append(try ExpressionFrame(decoding: withFilter.encoded()))
+            sent.append(try received(out.frame, through: &filter, at: truth.timeSeconds))
+            full.append(try received(out.frame))
             meshes.append(out.tracking.landmarks?.mesh)
             let exactLandmarks = topology.landmarks(mesh: synth.mesh(at: truth.state), leftPupil: nil, rightPupil: nil, confidence: 1)
             let expression = exactEstimator.update(exactLandmarks, at: truth.timeSeconds)
             let frame = ExpressionFrame(sequence: UInt32(n), captureTimeMicros: micros, state: expression == nil ? .lost : .tracked,
                                         expression: expression ?? .neutral)
-            exact.append(try ExpressionFrame(decoding: frame.encoded()))
+            exact.append(try received(frame))
+            exactFiltered.append(try received(frame, through: &exactFilter, at: truth.timeSeconds))
         }
         let truth = script.groundTruth
+        if let dump = ProcessInfo.processInfo.environment["VEIL_REID_DUMP"] {
+            try dumpFrames(to: dump, person: person, session: session, truth: truth, decoded: full, exact: exact)
+        }
         let perSegment = Int((segmentSeconds * framesPerSecond).rounded())
         let first = Int((warmUpSeconds * framesPerSecond).rounded())
+        func tracked(_ frames: [ExpressionFrame], in window: Range<Int>) -> [ExpressionFrame] {
+            window.compactMap { frames[$0].state == .tracked ? frames[$0] : nil }
+        }
         var segments: [Segment] = []
         for index in 0..<segmentsPerSession {
             let window = (first + index * perSegment)..<(first + (index + 1) * perSegment)
-            let frames = window.compactMap { decoded[$0].state == .tracked ? decoded[$0] : nil }
+            let frames = tracked(sent, in: window), fullFrames = tracked(full, in: window)
             let windowMeshes = window.compactMap { meshes[$0] }
             // A segment mostly without a face would be a tracking failure, not an identity test.
             guard frames.count * 2 >= perSegment, windowMeshes.count * 2 >= perSegment else {
                 throw VeilError.invalidInput("\(photos[person]) session \(session) segment \(index): face tracked in only \(frames.count) of \(perSegment) frames")
             }
-            let exactFrames = window.compactMap { exact[$0].state == .tracked ? exact[$0] : nil }
-            let filteredFrames = window.compactMap { filtered[$0].state == .tracked ? filtered[$0] : nil }
             segments.append(Segment(person: person, session: session, index: index,
-                                    stream: streamFeatures(frames), filteredStream: streamFeatures(filteredFrames),
+                                    stream: streamFeatures(frames), fullExpressionStream: streamFeatures(fullFrames),
                                     landmarks: try landmarkFeatures(windowMeshes),
-                                    exactMeshStream: streamFeatures(exactFrames),
+                                    exactMeshStream: streamFeatures(tracked(exact, in: window)),
+                                    exactMeshFilteredStream: streamFeatures(tracked(exactFiltered, in: window)),
                                     scriptedJaw: mean(window.map { truth[$0].jawDrop }),
                                     streamJaw: mean(frames.map { Double($0.expression[.jawOpen]) }),
                                     scriptedYaw: mean(window.map { truth[$0].headYaw }),
@@ -316,6 +337,32 @@ final class ReidentificationTests: XCTestCase {
         return try ExpressionScript(framesPerSecond: framesPerSecond, duration: duration,
                                     tracks: [.jawDrop: jaw, .blinkLeft: blink, .blinkRight: blink,
                                              .smile: smile, .browRaise: brow, .headYaw: yaw])
+    }
+
+    /// For offline analysis: one JSON line per frame (script, default stream, exact-mesh stream)
+    /// appended to `path` when VEIL_REID_DUMP names it.
+    static func dumpFrames(to path: String, person: Int, session: Int, truth: [GroundTruthFrame],
+                           decoded: [ExpressionFrame], exact: [ExpressionFrame]) throws {
+        func row(_ f: ExpressionFrame) -> [Float]? {
+            guard f.state == .tracked else { return nil }
+            let e = f.expression
+            return e.coefficients + [e.headPose.yaw, e.headPose.pitch, e.headPose.roll, e.gaze?.x ?? .nan, e.gaze?.y ?? .nan]
+        }
+        var text = ""
+        let encoder = JSONEncoder()
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "NaN")
+        for (n, t) in truth.enumerated() {
+            struct Line: Encodable { var person, session, frame: Int; var time: Double; var truth: [Double]; var stream, exact: [Float]? }
+            let line = Line(person: person, session: session, frame: n, time: t.timeSeconds,
+                            truth: [t.jawDrop, t.blinkLeft, t.blinkRight, t.smile, t.browRaise, t.headYaw],
+                            stream: row(decoded[n]), exact: row(exact[n]))
+            text += String(decoding: try encoder.encode(line), as: UTF8.self).replacingOccurrences(of: "\"NaN\"", with: "null") + "\n"
+        }
+        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(text.utf8))
     }
 
     // MARK: - Features
