@@ -106,6 +106,27 @@ final class BrowserAvatarTests: XCTestCase {
         return Double(n) / Double(a.width * a.height)
     }
 
+    /// Pixels that differ by more than `threshold` (largest channel) together with all eight
+    /// neighbours: areas painted differently, as opposed to anti-aliased edges, which differ along
+    /// lines one or two pixels wide.
+    private func solidDifferences(_ a: RGBImage, _ b: RGBImage, threshold: Int) -> Int {
+        let w = a.width, h = a.height
+        var differs = [Bool](repeating: false, count: w * h)
+        for p in 0..<(w * h) {
+            let i = p * 3
+            differs[p] = (0..<3).contains { abs(Int(a.pixels[i + $0]) - Int(b.pixels[i + $0])) > threshold }
+        }
+        var count = 0
+        for y in 1..<(h - 1) {
+            for x in 1..<(w - 1) where differs[y * w + x] {
+                var all = true
+                for dy in -1...1 { for dx in -1...1 where !differs[(y + dy) * w + x + dx] { all = false } }
+                if all { count += 1 }
+            }
+        }
+        return count
+    }
+
     private func points(_ value: Any?) -> [Point2] {
         ((value as? [[Double]]) ?? []).map { Point2(Float($0[0]), Float($0[1])) }
     }
@@ -188,15 +209,18 @@ final class BrowserAvatarTests: XCTestCase {
             let eyes = max(meanDifference(swiftImage, jsImage, in: pose.bounds(of: .leftEye).expanded(by: 5)),
                            meanDifference(swiftImage, jsImage, in: pose.bounds(of: .rightEye).expanded(by: 5)))
             let strong = differingShare(swiftImage, jsImage, threshold: 48)
-            print(String(format: "%@: mean |Δ| whole %.3f, mouth %.3f, eyes %.3f; pixels off by > 48: %.4f%%; geometry %.5f px",
-                         item.name, whole, mouth, eyes, strong * 100, geometry))
+            let solid = solidDifferences(swiftImage, jsImage, threshold: 8)
+            print(String(format: "%@: mean |Δ| whole %.3f, mouth %.3f, eyes %.3f; pixels off by > 48: %.4f%%; areas off by > 8: %d px; geometry %.5f px",
+                         item.name, whole, mouth, eyes, strong * 100, solid, geometry))
             // Measured with chromium 156 and Cairo 1.16 at 320×320: whole ≤ 0.47, mouth ≤ 1.9,
-            // eyes ≤ 2.3, strongly differing pixels ≤ 0.005 %; the bounds leave room for other
-            // rasterisers' anti-aliasing, and stay far below what a different expression changes.
+            // eyes ≤ 2.3, strongly differing pixels ≤ 0.005 %, differing areas 0 px; the bounds
+            // leave room for other rasterisers' anti-aliasing, and stay far below what a different
+            // expression changes. A lower lip painted 22 % lighter gives ≥ 147 px of differing area.
             XCTAssertLessThan(whole, 1.0, "\(item.name): whole image")
             XCTAssertLessThan(mouth, 4.0, "\(item.name): mouth region")
             XCTAssertLessThan(eyes, 4.0, "\(item.name): eye regions")
             XCTAssertLessThan(strong, 0.001, "\(item.name): share of strongly differing pixels")
+            XCTAssertLessThanOrEqual(solid, 20, "\(item.name): pixels in areas painted differently")
         }
         print("browser/Swift avatar pairs (Swift | JavaScript | difference × 4): \(outputDirectory.path)")
 
