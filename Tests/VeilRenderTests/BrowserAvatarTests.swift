@@ -15,6 +15,9 @@ final class BrowserAvatarTests: XCTestCase {
         var name: String
         var expression: VeilCore.Expression
         var style: String = "mask"
+        var background: String = "gradient"
+        /// Where in the 320×320 canvas to draw (the whole canvas when nil).
+        var rect: Rect?
     }
 
     static let items: [Item] = [
@@ -30,7 +33,10 @@ final class BrowserAvatarTests: XCTestCase {
         Item(name: "tongue-puff", expression: Sample.expression([.tongueOut: 1, .jawOpen: 0.4, .cheekPuff: 0.6], yaw: 10)),
         Item(name: "sketch-smile", expression: Sample.expression([.jawOpen: 0.5, .mouthSmileLeft: 1, .mouthSmileRight: 0.6], yaw: 12),
              style: "sketch"),
-        Item(name: "sketch-neutral", expression: Sample.expression(), style: "sketch"),
+        Item(name: "sketch-none", expression: Sample.expression([.eyeBlinkRight: 1]), style: "sketch", background: "none"),
+        Item(name: "inset-dark", expression: Sample.expression([.jawOpen: 0.3], yaw: -10), background: "dark",
+             rect: Rect(x: 30, y: 90, width: 200, height: 150)),
+        Item(name: "white-roll", expression: Sample.expression([.mouthPucker: 0.8], roll: -15), background: "white"),
     ]
 
     private static let pageBody = """
@@ -47,7 +53,8 @@ final class BrowserAvatarTests: XCTestCase {
           canvas.width = size; canvas.height = size;
           const ctx = canvas.getContext('2d');
           const expression = { coefficients: Float32Array.from(item.coefficients), headPose: item.headPose, gaze: item.gaze };
-          renderer.draw(ctx, expression, { x: 0, y: 0, width: size, height: size }, { style: item.style, background: 'gradient' });
+          renderer.draw(ctx, expression, item.rect ?? { x: 0, y: 0, width: size, height: size },
+                        { style: item.style, background: item.background });
           const rgba = ctx.getImageData(0, 0, size, size).data;
           const rgb = new Uint8Array(size * size * 3);
           for (let i = 0, j = 0; i < rgba.length; i += 4, j += 3) {
@@ -157,7 +164,13 @@ final class BrowserAvatarTests: XCTestCase {
         broken["points"] = (broken["points"] as? [Any])?.dropLast().map { $0 }
         let input: [String: Any] = [
             "size": size,
-            "items": Self.items.map { ["style": $0.style].merging(Self.json($0.expression)) { a, _ in a } },
+            "items": Self.items.map { item -> [String: Any] in
+                var entry = Self.json(item.expression)
+                entry["style"] = item.style
+                entry["background"] = item.background
+                if let r = item.rect { entry["rect"] = ["x": r.x, "y": r.y, "width": r.width, "height": r.height] }
+                return entry
+            },
             "brokenRig": broken,
         ]
         let page = HeadlessChromium.page(imports: ["{ loadRig, parseRig, AvatarRenderer, STYLES, BACKGROUNDS } from 'avatar.js'"],
@@ -180,19 +193,23 @@ final class BrowserAvatarTests: XCTestCase {
         try FileManager.default.createDirectory(at: outputDirectory, withIntermediateDirectories: true)
         var jsImages: [String: RGBImage] = [:], swiftImages: [String: RGBImage] = [:]
         let rect = Rect(x: 0, y: 0, width: Float(size), height: Float(size))
+        let renderer = AvatarRenderer()
         for (item, js) in zip(Self.items, images) {
             let rgb = try XCTUnwrap(Data(base64Encoded: try XCTUnwrap(js["rgb"] as? String)), item.name)
             XCTAssertEqual(rgb.count, size * size * 3)
             var jsImage = RGBImage(width: size, height: size)
             jsImage.pixels = [UInt8](rgb)
             let style = try XCTUnwrap(AvatarStyle.named.first { $0.name == item.style }?.style)
-            let swiftImage = try renderImage(item.expression, width: size, height: size, style: style, background: .gradient)
+            let background = try XCTUnwrap(AvatarBackground.named.first { $0.name == item.background }?.background)
+            let canvas = try CairoCanvas(width: size, height: size)
+            renderer.render(item.expression, into: canvas, rect: item.rect ?? rect, style: style, background: background)
+            let swiftImage = canvas.rgbImage()
             jsImages[item.name] = jsImage
             swiftImages[item.name] = swiftImage
             try writeComparison(swiftImage, jsImage, to: outputDirectory.appendingPathComponent("\(item.name).png"))
 
             // Geometry: the same solve.
-            let pose = AvatarRig.canonical.pose(for: item.expression, in: rect)
+            let pose = AvatarRig.canonical.pose(for: item.expression, in: item.rect ?? rect)
             let geometry = [
                 largestDistance(points(js["outline"]), pose.points(.faceOutline)),
                 largestDistance(points(js["outerLips"]), pose.points(.outerLips)),
