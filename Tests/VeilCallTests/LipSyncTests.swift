@@ -110,7 +110,7 @@ final class LipSyncTests: XCTestCase {
         try Self.voice(intervals, seconds: seconds).write(to: voiceFile)
 
         let secret = ServerSecret.random()
-        let server = RoomServer(configuration: .init(secret: secret))
+        let server = RoomServer(configuration: .init(secret: secret, port: 0))
         let url = try server.start()
         defer { server.stop() }
         let authority = TokenAuthority(secret: secret)
