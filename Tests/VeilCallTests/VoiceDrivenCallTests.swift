@@ -76,8 +76,9 @@ final class VoiceDrivenCallTests: XCTestCase {
     /// The speech's RMS over 40 ms around `seconds` into the file.
     static func envelope(_ audio: WAVAudio, at seconds: Double) -> Double {
         let centre = Int(seconds * Double(audio.sampleRate)), half = audio.sampleRate / 50
-        let range = max(0, centre - half)..<min(audio.samples.count, centre + half)
-        guard !range.isEmpty else { return 0 }
+        let lower = max(0, centre - half), upper = min(audio.samples.count, centre + half)
+        guard lower < upper else { return 0 }
+        let range = lower..<upper
         let sum = audio.samples[range].reduce(0.0) { $0 + Double($1) * Double($1) }
         return (sum / Double(range.count)).squareRoot() / 32768
     }
