@@ -133,6 +133,35 @@ final class VoiceDrivenCallTests: XCTestCase {
         XCTAssertEqual(sender.statistics.cameraFrames, 0)
     }
 
+    func testMutingClosesTheVoiceDrivenMouth() throws {
+        let call = try startCall("Now I keep talking for a while, on and on, so that you can hear me, then not hear me while I am muted, and then hear me again when I unmute myself.")
+        defer { end(call) }
+        let sender = ExpressionSender(session: call.alice, hasCamera: false, seed: 1)
+        sender.start()
+        defer { sender.stop() }
+        let deadline = Date().addingTimeInterval(15)
+        while call.alice.audioFileStartMicros(for: "bob") == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        _ = try XCTUnwrap(call.alice.audioFileStartMicros(for: "bob"), "the call did not connect within 15 s")
+        Thread.sleep(forTimeInterval: 2)
+        let mutedAt = call.alice.mediaTimeMicros
+        call.alice.setMuted(true)
+        Thread.sleep(forTimeInterval: 2)
+        let unmutedAt = call.alice.mediaTimeMicros
+        call.alice.setMuted(false)
+        Thread.sleep(forTimeInterval: 2.5)
+        let frames = call.received.withLock { $0 }.map(\.frame)
+        func jaw(_ from: UInt64, _ to: UInt64) -> [Float] {
+            frames.filter { $0.captureTimeMicros >= from && $0.captureTimeMicros < to }.map { $0.expression[.jawOpen] }
+        }
+        let before = jaw(mutedAt - 1_500_000, mutedAt), muted = jaw(mutedAt + 400_000, unmutedAt), after = jaw(unmutedAt + 300_000, unmutedAt + 2_300_000)
+        print("muting: jaw up to \(before.max() ?? 0) before, \(muted.max() ?? 0) while muted (\(muted.count) frames), \(after.max() ?? 0) after")
+        XCTAssertGreaterThan(before.max() ?? 0, 0.3)
+        XCTAssertGreaterThan(muted.count, 30, "frames stopped while muted")
+        XCTAssertLessThan(muted.max() ?? 1, 0.03, "the mouth moved while the voice was muted")
+        XCTAssertGreaterThan(after.max() ?? 0, 0.3, "the mouth did not move again after unmuting")
+        XCTAssertTrue(frames.allSatisfy(\.isVoiceDriven))
+    }
+
     func testALostFaceHandsOverToTheVoiceAfterASecondAndBackWhenItReturns() throws {
         let call = try startCall("I am talking while I move out of view of my camera, and then I come back again to show my face.")
         defer { end(call) }
