@@ -37,9 +37,11 @@ public final class ExpressionSender: @unchecked Sendable {
         var lastLevelMicros: UInt64?
         var latest: (expression: VeilCore.Expression, isVoiceDriven: Bool)?
         var statistics = Statistics()
+        var started = false
         var stopped = false
     }
 
+    /// The call the frames go out on.
     public let session: CallSession
     /// Voice-driven frames per second and per participant.
     public let framesPerSecond: Double
@@ -59,8 +61,10 @@ public final class ExpressionSender: @unchecked Sendable {
     }
 
     /// Starts making voice-driven frames from the session's outgoing audio; they are sent while the
-    /// voice drives. Ends when the session ends or `stop()` is called.
+    /// voice drives. Ends when the session ends or `stop()` is called; calls after the first do nothing
+    /// (the level stream has one reader).
     public func start() {
+        guard state.withLock({ s in defer { s.started = true }; return !s.started }) else { return }
         Task { [self] in
             for await (user, level) in session.outgoingAudioLevels {
                 if state.withLock({ $0.stopped }) { return }
