@@ -45,7 +45,7 @@ final class VoiceDrivenCallTests: XCTestCase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let speechFile = try Self.speak(text, in: directory)
         let secret = ServerSecret.random()
-        let server = RoomServer(configuration: .init(secret: secret))
+        let server = RoomServer(configuration: .init(secret: secret, port: 0))
         let url = try server.start()
         let authority = TokenAuthority(secret: secret)
         var aliceConfiguration = CallSession.Configuration(server: url, room: "voice", user: "alice",
