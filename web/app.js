@@ -44,7 +44,7 @@ let wire = null, avatar = null, voice = null;
 /** What tests (and the curious) can read: window.veil. */
 const debug = {
   status: 'lobby', error: null, peersCreated: 0, framesSent: 0, certificateMillis: null, joinMillis: null,
-  userMediaRequests: [], remotes: {},
+  userMediaRequests: [], remotes: {}, candidatesSent: [],
 };
 window.veil = debug;
 
@@ -74,7 +74,8 @@ async function boot() {
   $('corner').addEventListener('change', (e) => { $('self').dataset.corner = e.target.value; store('corner', e.target.value); });
   $('background').addEventListener('change', (e) => { state.background = e.target.value; store('background', e.target.value); });
   $('output').addEventListener('change', (e) => setOutput(e.target.value));
-  window.addEventListener('pagehide', () => { if (state.joined) sendLeave(); });
+  // Closing or reloading the tab sends no leave: the server holds the seat for 3 s, so a reload
+  // resumes the call, and otherwise the others see the participant time out.
   for (const id of ['room', 'user', 'token']) $(id).addEventListener('input', () => $(id).removeAttribute('aria-invalid'));
 
   const [w, a, v] = await Promise.allSettled([import('./wire.js'), import('./avatar.js'), import('./voice.js')]);
@@ -110,6 +111,7 @@ function fillBackgrounds() {
   const saved = load('background');
   if (saved && names.includes(saved)) select.value = saved;
   state.background = select.value || undefined;
+  select.closest('label').hidden = names.length < 2;
 }
 
 /** `#room=…&user=…&token=…` fills the form; the fragment then leaves the address bar and history. */
@@ -148,10 +150,11 @@ async function join() {
   $('join').disabled = true;
   showLobbyMessage('Connecting…', true);
 
-  // The microphone and the server connection in parallel; offers wait for both.
+  // The audio context is made inside the click, so that the browser lets it play. The microphone
+  // is asked for once the server has admitted us: a bad link never triggers a permission prompt.
   state.audioContext = state.audioContext || new AudioContext();
   state.audioContext.resume().catch(() => {});
-  state.microphone = openMicrophone();
+  state.microphone = null;
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   let ws;
   try {
@@ -185,16 +188,24 @@ async function openMicrophone() {
   if (!stream) {
     // A silent track keeps the audio section, and the RTP the others watch for liveness, flowing.
     const destination = state.audioContext.createMediaStreamDestination();
+    const silence = state.audioContext.createConstantSource();
+    silence.offset.value = 0;
+    silence.connect(destination);
+    silence.start();
     stream = destination.stream;
   }
   state.stream = stream;
   state.track = stream.getAudioTracks()[0];
   state.track.enabled = !state.muted;
-  const source = state.audioContext.createMediaStreamSource(stream);
-  state.levelAnalyser = state.audioContext.createAnalyser();
-  state.levelAnalyser.fftSize = 1024;
-  state.levelBuffer = new Float32Array(state.levelAnalyser.fftSize);
-  source.connect(state.levelAnalyser);
+  if (voice?.MicrophoneLevel) {
+    state.level = new voice.MicrophoneLevel(stream, { audioContext: state.audioContext });
+  } else {
+    const source = state.audioContext.createMediaStreamSource(stream);
+    state.levelAnalyser = state.audioContext.createAnalyser();
+    state.levelAnalyser.fftSize = 1024;
+    state.levelBuffer = new Float32Array(state.levelAnalyser.fftSize);
+    source.connect(state.levelAnalyser);
+  }
   if (problem) showCallMessage(problem);
   return stream;
 }
@@ -236,6 +247,7 @@ async function joined(message) {
   $('join').disabled = false;
   startTimers();
   if (message.muted) setMuted(true);
+  if (!state.microphone || !state.stream) state.microphone = openMicrophone();
   await state.microphone;
   await state.certificatePromise;
   updateOutputs();
@@ -332,7 +344,8 @@ function closeEverything() {
 
 function stopMicrophone() {
   state.stream?.getTracks().forEach((t) => t.stop());
-  state.stream = null; state.track = null;
+  try { state.level?.close(); } catch { /* closed */ }
+  state.stream = null; state.track = null; state.level = null; state.levelAnalyser = null; state.microphone = null;
 }
 
 function showLobbyMessage(text, info = false) {
@@ -369,7 +382,9 @@ function stopTimers() {
 
 /** Speech level of the own microphone, 0…1 (RMS); 0 when muted. */
 function microphoneLevel() {
-  if (!state.levelAnalyser || state.muted) return 0;
+  if (state.muted) return 0;
+  if (state.level) return Math.min(1, state.level.read());
+  if (!state.levelAnalyser) return 0;
   state.levelAnalyser.getFloatTimeDomainData(state.levelBuffer);
   let sum = 0;
   for (const x of state.levelBuffer) sum += x * x;
@@ -464,6 +479,7 @@ function createPeer(user, offerer) {
     if (remote.pc !== pc) return;
     const c = event.candidate;
     // Candidates go to the other side as they are found; Veil bundles everything on m-line 0.
+    if (c && c.candidate) debug.candidatesSent.push(c.candidate);
     if (c && c.candidate) send({ type: 'ice', to: user, mline: c.sdpMLineIndex ?? 0, candidate: c.candidate });
   };
   pc.onconnectionstatechange = () => {
@@ -497,10 +513,26 @@ function preferOpus(transceiver) {
   if (opus.length) { try { transceiver.setCodecPreferences(opus); } catch { /* keep defaults */ } }
 }
 
+/**
+ * The offer with Opus on RTP payload type 96, the one `veil call` sends it on. webrtcbin (GStreamer
+ * 1.22) answers an offer with its own audio transceiver only when the payload types agree;
+ * otherwise it answers `recvonly` and the browser would hear nothing. Returned unchanged when 96
+ * is taken or Opus is missing.
+ */
+function opusAsNativePeersSendIt(sdp) {
+  const match = /^a=rtpmap:(\d+) opus\/48000/im.exec(sdp);
+  const from = match?.[1];
+  if (!from || from === '96' || /^a=rtpmap:96 /m.test(sdp)) return sdp;
+  return sdp.split('\r\n').map((line) => {
+    if (line.startsWith('m=audio ')) return line.split(' ').map((f, i) => (i >= 3 && f === from ? '96' : f)).join(' ');
+    return line.replace(new RegExp(`^a=(rtpmap|fmtp|rtcp-fb):${from} `), 'a=$1:96 ');
+  }).join('\r\n');
+}
+
 async function makeOffer(remote, pc) {
   try {
     const offer = await pc.createOffer();
-    await pc.setLocalDescription(offer);
+    await pc.setLocalDescription({ type: 'offer', sdp: opusAsNativePeersSendIt(offer.sdp) });
     if (remote.pc === pc) send({ type: 'offer', to: remote.user, sdp: pc.localDescription.sdp });
   } catch (error) {
     showCallMessage(`Could not start a connection to ${remote.user}: ${error.message}`);
@@ -518,6 +550,7 @@ async function offerReceived(from, sdp) {
   const pc = remote.pc;
   try {
     await pc.setRemoteDescription({ type: 'offer', sdp });
+    remote.debug.remoteSdp = sdp;
     await flushIce(remote, pc);
     const answer = await pc.createAnswer();
     await pc.setLocalDescription(answer);
@@ -533,6 +566,7 @@ async function answerReceived(from, sdp) {
   if (!pc || pc.signalingState !== 'have-local-offer') return;
   try {
     await pc.setRemoteDescription({ type: 'answer', sdp });
+    remote.debug.remoteSdp = sdp;
     await flushIce(remote, pc);
   } catch (error) {
     showCallMessage(`Could not connect to ${from}: ${error.message}`);
