@@ -49,6 +49,8 @@ public struct AvatarPose: Sendable {
     /// The skin loop, with the parts hidden behind the head pushed out beyond the silhouette.
     var skinLoop: [Point2] = []
     var work: [SIMD3<Float>] = []
+    /// The rig's iris radius in rig units.
+    var irisRadiusUnits: Float = 0
     /// Rows of the head rotation (rig → view, y up), for directions and normals.
     var rotation: (SIMD3<Float>, SIMD3<Float>, SIMD3<Float>) = (SIMD3(1, 0, 0), SIMD3(0, 1, 0), SIMD3(0, 0, 1))
 
@@ -73,7 +75,7 @@ public struct AvatarPose: Sendable {
     public func irisCenter(_ side: FaceSide) -> Point2 { points[RigPoint.iris(side)] }
 
     /// The iris radius in pixels.
-    public var irisRadius: Float { AvatarRig.irisRadius * scale }
+    public var irisRadius: Float { irisRadiusUnits * scale }
 
     /// The smallest rectangle holding the projected points of `feature`.
     public func bounds(of feature: AvatarFeature) -> Rect { Rect(bounding: points(feature)) }

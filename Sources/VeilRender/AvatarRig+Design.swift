@@ -37,10 +37,7 @@ struct RigBuilder {
         SIMD3(x, y, surfaceZ(x, y) + lift)
     }
 
-    static func smoothstep(_ e0: Float, _ e1: Float, _ x: Float) -> Float {
-        let t = min(max((x - e0) / (e1 - e0), 0), 1)
-        return t * t * (3 - 2 * t)
-    }
+    static func smoothstep(_ e0: Float, _ e1: Float, _ x: Float) -> Float { AvatarRig.smoothstep(e0, e1, x) }
 
     /// Angles (radians) from the front at which each meridian is sampled.
     static func depthAngle(_ j: Int) -> Float {
@@ -342,5 +339,53 @@ struct RigBuilder {
             let g = exp(-(dx * dx + dy * dy) / (2 * 0.22 * 0.22)) * RigBuilder.smoothstep(-0.2, 0.3, p.z)
             return SIMD3(p.x > 0 ? 0.14 : -0.14, 0, 0.05) * g
         }
+    }
+}
+
+// MARK: - The design as data
+
+extension AvatarRigData {
+    /// The canonical face as designed here: the data both renderers draw from. `veil rig` writes it
+    /// to `web/avatar-rig.json` for the browser; a test keeps that file equal to this.
+    public static let design: AvatarRigData = RigBuilder.designData()
+}
+
+extension RigBuilder {
+    static let irisRadius: Float = 0.062
+    /// Largest head rotations drawn, in degrees; larger poses are clamped (the rig shows its front).
+    static let maxYaw: Float = 60, maxPitch: Float = 45
+    /// The head turns about a point behind and below its centre (towards the neck).
+    static let pivot = SIMD3<Float>(0, -0.15, -0.3)
+    /// The head's scale is min(0.33 × height, 0.40 × width), its centre 0.45 of the way down.
+    static let placement = AvatarRigData.Placement(heightScale: 0.33, widthScale: 0.40, centerY: 0.45)
+    /// Lids and lips never cross: the gaps and thicknesses the solve keeps.
+    static let limits = AvatarRigData.Limits(maxYaw: maxYaw, maxPitch: maxPitch, lidGap: 0.003, lipGap: 0.002,
+                                             lowerLipThickness: 0.03, upperLipThickness: 0.015)
+    /// Skin loop points facing away (normal z from 0.05 down to -0.25) go out by up to 1.6 units.
+    static let skinLoopHiding = AvatarRigData.SkinLoopHiding(from: 0.05, to: -0.25, push: 1.6)
+
+    static func designData() -> AvatarRigData {
+        var builder = RigBuilder()
+        builder.buildBase()
+        builder.buildDeltas()
+        var fields: [String: AvatarRigData.Displacements] = [:]
+        for shape in BlendShape.allCases where !builder.deltas[shape.rawValue].isEmpty {
+            let table = builder.deltas[shape.rawValue]
+            fields[shape.name] = AvatarRigData.Displacements(points: table.map(\.index), offsets: table.map(\.offset))
+        }
+        var styles: [String: AvatarRigData.Style] = [:]
+        for (name, style) in AvatarStyle.named { styles[name] = AvatarRigData.Style(style) }
+        var backgrounds: [String: AvatarRigData.Background] = [:]
+        for (name, background) in AvatarBackground.named { backgrounds[name] = AvatarRigData.Background(background) }
+        return AvatarRigData(
+            format: AvatarRigData.formatName, version: AvatarRigData.currentVersion,
+            about: "The canonical Veil avatar, drawn by the Swift renderer and web/avatar.js. Written by `veil rig --out web/avatar-rig.json` from Sources/VeilRender/AvatarRig+Design.swift; do not edit by hand. Format: docs/avatar.md.",
+            layout: .current, placement: placement, pivot: pivot, limits: limits, irisRadius: irisRadius,
+            gaze: AvatarRigData.GazeMotion(irisTravelX: gazeX, irisTravelY: gazeY, lidFollow: lidFollow, lidProfile: lidProfile),
+            points: builder.base, blendShapes: fields,
+            outlineDirections: builder.outlineDirections, hairDirections: builder.hairDirections,
+            skinLoopNormals: builder.skinLoopNormals, skinLoopHiding: skinLoopHiding,
+            styles: styles, defaultStyle: AvatarStyle.named[0].name,
+            backgrounds: backgrounds, defaultBackground: AvatarBackground.named[0].name)
     }
 }

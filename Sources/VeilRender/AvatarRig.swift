@@ -11,53 +11,76 @@ import VeilCore
 /// is the silhouette of the deformed head surface, found per frame from surface samples. Only the
 /// `Expression` enters; no other input shapes the face.
 public struct AvatarRig: Sendable {
-    /// The one canonical face, built once.
-    public static let canonical = AvatarRig()
+    /// The one canonical face, from the design's data (`AvatarRigData.design`, the data
+    /// `web/avatar-rig.json` holds).
+    public static let canonical = AvatarRig(validated: AvatarRigData.design)
 
-    /// Iris radius in rig units.
-    static let irisRadius: Float = 0.062
-    /// Largest head rotations drawn, in degrees; larger poses are clamped (the rig shows its front).
-    public static let maxYaw: Float = 60
+    /// Largest head rotations the canonical face draws, in degrees; larger poses are clamped.
+    public static var maxYaw: Float { canonical.data.limits.maxYaw }
     /// See `maxYaw`.
-    public static let maxPitch: Float = 45
+    public static var maxPitch: Float { canonical.data.limits.maxPitch }
 
     struct Delta: Sendable {
         var index: Int
         var offset: SIMD3<Float>
     }
 
+    /// The data this rig was made from: geometry, solve parameters, named styles and backgrounds.
+    public let data: AvatarRigData
     /// Rest positions of all control points (`RigPoint` order).
     let base: [SIMD3<Float>]
     /// Per blendshape (raw value), the displacement at full strength of each point it moves.
     let deltas: [[Delta]]
-    /// Outward directions (rig x, y) of the outline and hair meridians.
-    let outlineDirections: [SIMD3<Float>]
-    let hairDirections: [SIMD3<Float>]
-    /// Rest normals of the skin loop, to tell its visible parts from those behind the head.
-    let skinLoopNormals: [SIMD3<Float>]
-    /// The head turns about a point behind and below its centre (towards the neck).
-    static let pivot = SIMD3<Float>(0, -0.15, -0.3)
 
-    /// Builds the canonical face. Prefer the shared `canonical` instance.
-    public init() {
-        var builder = RigBuilder()
-        builder.buildBase()
-        builder.buildDeltas()
-        base = builder.base
-        deltas = builder.deltas
-        outlineDirections = builder.outlineDirections
-        hairDirections = builder.hairDirections
-        skinLoopNormals = builder.skinLoopNormals
+    /// A rig from data (decoded from a rig file, or the design's).
+    /// - Throws: `AvatarRigError.invalid` when the data does not fit this renderer.
+    public init(data: AvatarRigData) throws {
+        try data.validate()
+        self.init(validated: data)
+    }
+
+    /// Reads a rig file (`veil rig` writes one; `web/avatar-rig.json` is the canonical face's).
+    /// - Throws: `AvatarRigError`: the file is missing or unreadable, not a rig, of another
+    ///   version, or invalid.
+    public init(contentsOf url: URL) throws {
+        self.init(validated: try AvatarRigData(contentsOf: url))
+    }
+
+    private init(validated data: AvatarRigData) {
+        self.data = data
+        base = data.points
+        var deltas = [[Delta]](repeating: [], count: BlendShape.allCases.count)
+        for (name, field) in data.blendShapes {
+            guard let shape = BlendShape(name: name) else { continue }
+            deltas[shape.rawValue] = zip(field.points, field.offsets).map { Delta(index: $0, offset: $1) }
+        }
+        self.deltas = deltas
+    }
+
+    /// The named style `name` of the rig's data (`mask`, `sketch`), or nil.
+    public func style(named name: String) -> AvatarStyle? {
+        data.styles[name].flatMap { try? AvatarStyle($0) }
+    }
+
+    /// The named background `name` of the rig's data (`gradient`, `dark`, `black`, `white`, `none`), or nil.
+    public func background(named name: String) -> AvatarBackground? {
+        data.backgrounds[name].flatMap { try? AvatarBackground($0) }
     }
 
     /// The head's projection centre and scale (pixels per rig unit) for a view rectangle: the head
     /// sits a little above the middle, leaving room below for an open jaw and the shoulders.
     public static func placement(in rect: Rect) -> (center: Point2, scale: Float) {
+        canonical.placement(in: rect)
+    }
+
+    /// See `placement(in:)` (static); this rig's placement.
+    public func placement(in rect: Rect) -> (center: Point2, scale: Float) {
         let w = rect.width.isFinite ? max(rect.width, 0) : 0
         let h = rect.height.isFinite ? max(rect.height, 0) : 0
-        let scale = min(h * 0.33, w * 0.40)
+        let p = data.placement
+        let scale = min(h * p.heightScale, w * p.widthScale)
         let x = rect.x.isFinite ? rect.x : 0, y = rect.y.isFinite ? rect.y : 0
-        return (Point2(x + w / 2, y + h * 0.45), scale)
+        return (Point2(x + w / 2, y + h * p.centerY), scale)
     }
 
     /// Poses the face for `expression` and projects it into `rect` (a new pose; renderers reuse one
@@ -108,39 +131,41 @@ public struct AvatarRig: Sendable {
     private func applyGaze(_ gaze: Gaze, to work: UnsafeMutableBufferPointer<SIMD3<Float>>) {
         let gx = gaze.x.isFinite ? min(max(gaze.x, -1), 1) : 0
         let gy = gaze.y.isFinite ? min(max(gaze.y, -1), 1) : 0
+        let motion = data.gaze
         for side in FaceSide.allCases {
-            work[RigPoint.iris(side)] += SIMD3(gx * RigBuilder.gazeX, gy * RigBuilder.gazeY, 0)
+            work[RigPoint.iris(side)] += SIMD3(gx * motion.irisTravelX, gy * motion.irisTravelY, 0)
             if gy < 0 {
-                for k in 0..<3 { work[RigPoint.upperLid(side, k)].y += gy * RigBuilder.lidFollow * RigBuilder.lidProfile[k] }
+                for k in 0..<3 { work[RigPoint.upperLid(side, k)].y += gy * motion.lidFollow * motion.lidProfile[k] }
             }
         }
     }
 
     /// Keeps summed displacements physically plausible: lids and lips never cross.
     private func constrain(_ work: UnsafeMutableBufferPointer<SIMD3<Float>>) {
+        let limits = data.limits
         for side in FaceSide.allCases {
             for k in 0..<3 {
                 let lower = work[RigPoint.lowerLid(side, k)]
                 let u = RigPoint.upperLid(side, k)
-                if work[u].y < lower.y + 0.003 { work[u].y = lower.y + 0.003 }
+                if work[u].y < lower.y + limits.lidGap { work[u].y = lower.y + limits.lidGap }
             }
         }
         for k in 0..<3 {
             let ui = RigPoint.upperInner + k, li = RigPoint.lowerInner + k, lo = RigPoint.lowerOuter + k
-            if work[li].y > work[ui].y - 0.002 { work[li].y = work[ui].y - 0.002 }
-            if work[lo].y > work[li].y - 0.03 { work[lo].y = work[li].y - 0.03 }
+            if work[li].y > work[ui].y - limits.lipGap { work[li].y = work[ui].y - limits.lipGap }
+            if work[lo].y > work[li].y - limits.lowerLipThickness { work[lo].y = work[li].y - limits.lowerLipThickness }
         }
         for k in 0..<5 {
             let uo = RigPoint.upperOuter + k
             let ui = RigPoint.upperInner + min(max(k - 1, 0), 2)
-            if work[uo].y < work[ui].y + 0.015 { work[uo].y = work[ui].y + 0.015 }
+            if work[uo].y < work[ui].y + limits.upperLipThickness { work[uo].y = work[ui].y + limits.upperLipThickness }
         }
     }
 
     private func project(_ headPose: HeadPose, rect: Rect, pose: inout AvatarPose) {
         func finite(_ v: Float, _ limit: Float) -> Float { v.isFinite ? min(max(v, -limit), limit) : 0 }
-        let clamped = HeadPose(yaw: finite(headPose.yaw, AvatarRig.maxYaw),
-                               pitch: finite(headPose.pitch, AvatarRig.maxPitch),
+        let clamped = HeadPose(yaw: finite(headPose.yaw, data.limits.maxYaw),
+                               pitch: finite(headPose.pitch, data.limits.maxPitch),
                                roll: finite(headPose.roll, 180))
         let deg = Float.pi / 180
         let (cy, sy) = (cos(clamped.yaw * deg), sin(clamped.yaw * deg))
@@ -153,13 +178,14 @@ public struct AvatarRig: Sendable {
         let rollM = (SIMD3<Float>(cr, sr, 0), SIMD3<Float>(-sr, cr, 0), SIMD3<Float>(0, 0, 1))
         let py = AvatarRig.multiply(pitchM, yawM)
         let r = AvatarRig.multiply(rollM, py)
-        let (center, scale) = AvatarRig.placement(in: rect)
+        let (center, scale) = placement(in: rect)
         pose.rotation = r
         pose.scale = scale
         pose.center = center
         pose.headPose = clamped
+        pose.irisRadiusUnits = data.irisRadius
         let n = RigPoint.count
-        let pivot = AvatarRig.pivot
+        let pivot = data.pivot
         let pivotShift = pivot - SIMD3((r.0 * pivot).sum(), (r.1 * pivot).sum(), (r.2 * pivot).sum())
         pose.work.withUnsafeBufferPointer { work in
             pose.points.withUnsafeMutableBufferPointer { points in
@@ -177,23 +203,24 @@ public struct AvatarRig: Sendable {
         // Moved out and back so that the buffers stay uniquely owned (no copy) while the pose is read.
         var outline = pose.outline, hair = pose.hairOutline
         pose.outline = []; pose.hairOutline = []
-        silhouette(pose, grid: RigPoint.headGrid, directions: outlineDirections, into: &outline)
-        silhouette(pose, grid: RigPoint.hairGrid, directions: hairDirections, into: &hair)
+        silhouette(pose, grid: RigPoint.headGrid, directions: data.outlineDirections, into: &outline)
+        silhouette(pose, grid: RigPoint.hairGrid, directions: data.hairDirections, into: &hair)
         pose.outline = outline; pose.hairOutline = hair
         // The skin loop's hidden parts are pushed out beyond the silhouette, along their projected
         // surface normal (which points out across the silhouette), so that the region the loop
         // encloses is the visible skin once clipped to the outline.
         let headCenter = pose.points[RigPoint.headCenter]
+        let hiding = data.skinLoopHiding
         for k in 0..<RigPoint.skinLoopCount {
-            let n = skinLoopNormals[k]
+            let n = data.skinLoopNormals[k]
             let normalZ = (r.2 * n).sum()
             var q = pose.points[RigPoint.skinLoop + k]
-            let hidden = RigBuilder.smoothstep(0.05, -0.25, normalZ)
+            let hidden = AvatarRig.smoothstep(hiding.from, hiding.to, normalZ)
             if hidden > 0 {
                 var d = Point2((r.0 * n).sum(), -(r.1 * n).sum())
                 var len = (d * d).sum().squareRoot()
                 if len < 0.15 { d = q - headCenter; len = (d * d).sum().squareRoot() }
-                if len > 1e-6 { q += d / len * (1.6 * scale * hidden) }
+                if len > 1e-6 { q += d / len * (hiding.push * scale * hidden) }
             }
             pose.skinLoop[k] = q
         }
@@ -229,6 +256,11 @@ public struct AvatarRig: Sendable {
             }
             out[m] = p
         }
+    }
+
+    static func smoothstep(_ e0: Float, _ e1: Float, _ x: Float) -> Float {
+        let t = min(max((x - e0) / (e1 - e0), 0), 1)
+        return t * t * (3 - 2 * t)
     }
 
     private typealias Matrix = (SIMD3<Float>, SIMD3<Float>, SIMD3<Float>)

@@ -91,3 +91,20 @@ public enum AvatarBackground: Sendable {
     /// the same `CanvasImage` from frame to frame so that the backend can reuse its conversion.
     case image(CanvasImage)
 }
+
+extension AvatarStyle {
+    /// The named styles, the default first: what `--style` and the browser's renderer accept.
+    public static let named: [(name: String, style: AvatarStyle)] = [("mask", .mask), ("sketch", .sketch)]
+}
+
+extension AvatarBackground {
+    /// The default background: a dark blue gradient, calm behind either style.
+    public static let gradient = AvatarBackground.verticalGradient(top: Color(rgb8: 0x3A, 0x4A, 0x6B),
+                                                                   bottom: Color(rgb8: 0x1B, 0x22, 0x33))
+
+    /// The named backgrounds, the default first: what `--background` and the browser's renderer accept.
+    public static let named: [(name: String, background: AvatarBackground)] = [
+        ("gradient", .gradient), ("dark", .solid(Color(rgb8: 0x1F, 0x1F, 0x1F))),
+        ("black", .solid(.black)), ("white", .solid(.white)), ("none", .none),
+    ]
+}

@@ -3,17 +3,11 @@ import VeilCore
 import VeilMedia
 import VeilRender
 
-/// Parses `--background`: none, black, white, #rrggbb, gradient, gradient:#top,#bottom, or an
-/// image file (the avatar's virtual background).
+/// Parses `--background`: a named background (gradient, dark, black, white, none), #rrggbb,
+/// gradient:#top,#bottom, or an image file (the avatar's virtual background).
 func parseBackground(_ text: String?) throws -> AvatarBackground {
     guard let text, !text.isEmpty else { return defaultBackground }
-    switch text.lowercased() {
-    case "none": return .none
-    case "black": return .solid(Color(white: 0))
-    case "white": return .solid(Color(white: 1))
-    case "gradient": return defaultBackground
-    default: break
-    }
+    if let named = AvatarBackground.named.first(where: { $0.name == text.lowercased() }) { return named.background }
     if let color = parseColor(text) { return .solid(color) }
     if text.lowercased().hasPrefix("gradient:") {
         let parts = text.dropFirst("gradient:".count).split(separator: ",").map(String.init)
@@ -23,13 +17,13 @@ func parseBackground(_ text: String?) throws -> AvatarBackground {
         return .verticalGradient(top: top, bottom: bottom)
     }
     guard FileManager.default.fileExists(atPath: text) else {
-        throw UsageError("--background must be none, black, white, #rrggbb, gradient[:#top,#bottom] or an image file; \(text) is none of these")
+        throw UsageError("--background must be \(AvatarBackground.named.map(\.name).joined(separator: ", ")), #rrggbb, gradient:#top,#bottom or an image file; \(text) is none of these")
     }
     return .image(CanvasImage(try ImageIO.load(URL(fileURLWithPath: text))))
 }
 
 /// A dark blue gradient: calm behind either style.
-let defaultBackground = AvatarBackground.verticalGradient(top: Color(rgb8: 0x3A, 0x4A, 0x6B), bottom: Color(rgb8: 0x1B, 0x22, 0x33))
+let defaultBackground = AvatarBackground.gradient
 
 func parseColor(_ text: String) -> Color? {
     guard text.hasPrefix("#"), text.count == 7, let v = UInt32(text.dropFirst(), radix: 16) else { return nil }

@@ -20,6 +20,7 @@ COMMANDS:
   call --server URL ...    Join a room: your voice and expressions out, the others' avatars in.
   serve                    Run the room server (WebSocket signaling, rooms, tokens).
   token --room R --user U  Issue a token that admits a user to a room.
+  rig --out PATH           Write the canonical avatar as JSON data (web/avatar-rig.json; docs/avatar.md).
   demo                     A two-person call on this machine (what `make demo` runs); --offline for the pipeline alone.
   bench                    Measure Veil beside dlib, MediaPipe and video, a local call and the server under load (`make bench`).
   help [COMMAND]           Show help for a command.
@@ -33,7 +34,7 @@ struct Command {
     let run: ([String]) throws -> Void
 }
 
-let commands: [Command] = [renderCommand, synthCommand, callCommand, serveCommand, tokenCommand, demoCommand, benchCommand]
+let commands: [Command] = [renderCommand, synthCommand, callCommand, serveCommand, tokenCommand, rigCommand, demoCommand, benchCommand]
 
 func main() -> Int32 {
     let args = Array(CommandLine.arguments.dropFirst())
