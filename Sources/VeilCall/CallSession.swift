@@ -88,11 +88,16 @@ public final class CallSession: @unchecked Sendable {
     public let events: AsyncStream<Event>
     /// Every ExpressionFrame received, with its sender (newest kept when the consumer lags).
     public let expressionFrames: AsyncStream<(user: String, frame: ReceivedExpressionFrame)>
+    /// The speech level of the voice sent to each remote participant (each connection captures
+    /// and sends its own copy; a file input starts anew on each): what that participant's
+    /// voice-driven frames are made from (see `ExpressionSender`). Keeps the newest 1024.
+    public let outgoingAudioLevels: AsyncStream<(user: String, level: AudioLevel)>
 
     private let loop: GLibLoop
     private let ownsLoop: Bool
     private let eventSink: AsyncStream<Event>.Continuation
     private let frameSink: AsyncStream<(user: String, frame: ReceivedExpressionFrame)>.Continuation
+    private let levelSink: AsyncStream<(user: String, level: AudioLevel)>.Continuation
     private let state: Mutex<State>
 
     private struct Remote {
@@ -128,11 +133,13 @@ public final class CallSession: @unchecked Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(256))
         (expressionFrames, frameSink) = AsyncStream.makeStream(of: (user: String, frame: ReceivedExpressionFrame).self,
                                                                bufferingPolicy: .bufferingNewest(64))
+        (outgoingAudioLevels, levelSink) = AsyncStream.makeStream(of: (user: String, level: AudioLevel).self,
+                                                                  bufferingPolicy: .bufferingNewest(1024))
         state = Mutex(State(policy: ReconnectionPolicy(configuration: configuration.reconnection)))
     }
 
     deinit {
-        eventSink.finish(); frameSink.finish()
+        eventSink.finish(); frameSink.finish(); levelSink.finish()
         if ownsLoop { loop.stop() }
     }
 
@@ -163,6 +170,13 @@ public final class CallSession: @unchecked Sendable {
     public func send(_ frame: ExpressionFrame) {
         let peers = state.withLock { $0.remotes.values.compactMap(\.peer) }
         for peer in peers where peer.isDataChannelOpen { peer.send(frame) }
+    }
+
+    /// Sends an expression to `user` only (dropped when their channel is congested or closed): for
+    /// streams made per connection, such as voice-driven frames timed on that connection's audio.
+    public func send(_ frame: ExpressionFrame, to user: String) {
+        guard let peer = state.withLock({ $0.remotes[user]?.peer }), peer.isDataChannelOpen else { return }
+        peer.send(frame)
     }
 
     /// What to draw for `user` at local media time `renderTimeMicros`: aligned with their voice
@@ -455,6 +469,13 @@ public final class CallSession: @unchecked Sendable {
                     s.remotes[user]?.buffer.insert(received.frame, arrivalTimeMicros: received.arrivalMediaTimeMicros)
                 }
                 self.frameSink.yield((user: user, frame: received))
+            }
+        }
+        Task { [weak self] in
+            for await level in peer.outgoingLevels {
+                guard let self else { return }
+                guard self.state.withLock({ $0.remotes[user]?.peer === peer }) else { continue }
+                self.levelSink.yield((user: user, level: level))
             }
         }
         Task { [weak self] in

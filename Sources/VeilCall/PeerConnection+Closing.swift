@@ -31,6 +31,7 @@ extension PeerConnection {
             self.signalingSink.finish()
             self.eventSink.finish()
             self.frameSink.finish()
+            self.levelSink.finish()
             done()
         }
         // A WAV file gets its final header only from an end-of-stream: send one through the

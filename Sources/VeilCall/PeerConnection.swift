@@ -65,6 +65,10 @@ public final class PeerConnection: @unchecked Sendable {
     /// Expression frames from the remote peer, decoded; invalid payloads are counted and dropped.
     /// Keeps the newest 64 when the consumer lags (real-time data: old frames are worthless).
     public let expressionFrames: AsyncStream<ReceivedExpressionFrame>
+    /// The speech level of the voice being sent, per captured buffer (10–20 ms), after mute: what
+    /// a voice-driven avatar is made from, timed on the media clock like the audio itself.
+    /// Keeps the newest 256 (about 3 s) when the consumer lags.
+    public let outgoingLevels: AsyncStream<AudioLevel>
 
     let loop: GLibLoop
     let input: AudioInput
@@ -74,6 +78,7 @@ public final class PeerConnection: @unchecked Sendable {
     let signalingSink: AsyncStream<PeerSignal>.Continuation
     let eventSink: AsyncStream<PeerEvent>.Continuation
     let frameSink: AsyncStream<ReceivedExpressionFrame>.Continuation
+    let levelSink: AsyncStream<AudioLevel>.Continuation
 
     /// State touched from GStreamer's threads and from callers.
     struct Shared: ~Copyable {
@@ -143,6 +148,7 @@ public final class PeerConnection: @unchecked Sendable {
         (signaling, signalingSink) = AsyncStream.makeStream(of: PeerSignal.self, bufferingPolicy: .unbounded)
         (events, eventSink) = AsyncStream.makeStream(of: PeerEvent.self, bufferingPolicy: .unbounded)
         (expressionFrames, frameSink) = AsyncStream.makeStream(of: ReceivedExpressionFrame.self, bufferingPolicy: .bufferingNewest(64))
+        (outgoingLevels, levelSink) = AsyncStream.makeStream(of: AudioLevel.self, bufferingPolicy: .bufferingNewest(256))
         graph = try loop.sync { [configuration] in try PeerGraph(input: audioSource, configuration: configuration) }
         do {
             try loop.sync { try self.start() }
@@ -159,6 +165,7 @@ public final class PeerConnection: @unchecked Sendable {
         signalingSink.finish()
         eventSink.finish()
         frameSink.finish()
+        levelSink.finish()
     }
 
     // MARK: - Public API
@@ -358,6 +365,7 @@ public final class PeerConnection: @unchecked Sendable {
             }
         }
         addBusWatch(graph.bus) { [weak self] message in self?.busMessage(message) }
+        measureOutgoingLevel()
 
         guard gst_element_set_state(graph.pipeline, GST_STATE_READY) != GST_STATE_CHANGE_FAILURE else {
             throw startFailure()

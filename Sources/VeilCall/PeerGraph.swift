@@ -111,7 +111,7 @@ final class PeerGraph: @unchecked Sendable {
             source = "audiotestsrc name=source is-live=true wave=silence samplesperbuffer=480 ! audio/x-raw,format=S16LE,rate=48000,channels=1,layout=interleaved ! audiomixer name=mixer"
         }
         let bitrate = min(max(configuration.opusBitrate, 6_000), 128_000)
-        let description = source + " ! audioconvert ! audioresample ! audio/x-raw,rate=48000,channels=1"
+        let description = source + " ! audioconvert ! audioresample ! audio/x-raw,format=S16LE,rate=48000,channels=1"
             + " ! volume name=mute ! opusenc audio-type=voice bitrate=\(bitrate) frame-size=20 inband-fec=true packet-loss-percentage=10"
             + " ! rtpopuspay pt=96 ! capsfilter caps=application/x-rtp,media=audio,encoding-name=OPUS,payload=96,clock-rate=48000"
         var error: UnsafeMutablePointer<GError>?

@@ -8,7 +8,8 @@ import VeilRender
 import VeilTracking
 
 /// Runs one participant of a call from the command line: camera or video → tracker → expression
-/// frames out; remote expressions and voices in → picture-in-picture view → window or file.
+/// frames out (made from the voice instead when there is no camera or the face is out of view,
+/// see `ExpressionSender`); remote expressions and voices in → picture-in-picture view → window or file.
 final class CallRunner: @unchecked Sendable {
     enum Output { case window, file(String), none }
     enum Control: Equatable { case toggleMute, cycleAudioOutput, cycleBackground, cycleLayout, leave }
@@ -18,7 +19,8 @@ final class CallRunner: @unchecked Sendable {
         var room: String
         var user: String
         var token: String
-        /// A camera (/dev/videoN) or a video file (played in real time, looped); nil: no camera.
+        /// A camera (/dev/videoN) or a video file (played in real time, looped); nil: no camera, the
+        /// avatar follows the voice.
         var video: String?
         var audioIn: AudioInput = .silence
         var audioOut: AudioOutput = .discard
@@ -58,6 +60,12 @@ final class CallRunner: @unchecked Sendable {
         var nonAudioBytesSent = 0
         var audioBytesSent = 0
         var expressionBytesSent = 0
+        /// Frames sent from the camera, and made from the voice (over all participants).
+        var cameraFramesSent = 0
+        var voiceFramesSent = 0
+        /// Frames received, and how many of them were voice-driven.
+        var expressionFramesReceived = 0
+        var voiceDrivenFramesReceived = 0
     }
 
     let options: Options
@@ -66,7 +74,8 @@ final class CallRunner: @unchecked Sendable {
     private let report: Mutex<Report>
     private let running = Mutex(true)
     private let failed = Mutex<String?>(nil)
-    private let own = Mutex(VeilCore.Expression.neutral)
+    /// Camera frames or voice-driven ones out (see `ExpressionSender`).
+    let sender: ExpressionSender
 
     /// The others' voices, mixed for the recording.
     private let mixer = AudioMixer()
@@ -85,6 +94,8 @@ final class CallRunner: @unchecked Sendable {
                                                    token: options.token, audioInput: options.audioIn,
                                                    audioOutput: { _ in chosen }, peer: options.peer))
         report = Mutex(Report(user: options.user))
+        sender = ExpressionSender(session: session, hasCamera: options.video != nil,
+                                  seed: VoiceExpressionGenerator.seed(for: options.user))
     }
 
     /// Asks the running call to do something (from a key press or a schedule).
@@ -123,7 +134,16 @@ final class CallRunner: @unchecked Sendable {
                 }
             }
         }
+        Task { [self] in
+            for await (_, received) in session.expressionFrames {
+                report.withLock { r in
+                    r.expressionFramesReceived += 1
+                    if received.frame.isVoiceDriven { r.voiceDrivenFramesReceived += 1 }
+                }
+            }
+        }
         session.start()
+        sender.start()
 
         // Capture: the camera or video, tracked on a thread of its own.
         var captureThread: Thread?
@@ -153,8 +173,7 @@ final class CallRunner: @unchecked Sendable {
                         if due > now { Thread.sleep(forTimeInterval: Double(due - now) / 1e6) }
                     }
                     guard let out = try? capture.process(frame.image, captureTimeMicros: session.mediaTimeMicros) else { continue }
-                    session.send(out.frame)
-                    if out.frame.state == .tracked { own.withLock { $0 = out.frame.expression } }
+                    sender.send(cameraFrame: out.frame)
                     report.withLock { $0.framesTracked += out.frame.state == .tracked ? 1 : 0 }
                 }
             }
@@ -185,6 +204,9 @@ final class CallRunner: @unchecked Sendable {
         let corners: [Corner] = [.bottomRight, .bottomLeft, .topLeft, .topRight]
         var cornerIndex = 0
         var schedule = options.schedule
+        // Who is shown voice-driven (announced when it changes), and what drives our own avatar.
+        var voiceDriven: [String: Bool] = [:]
+        var ownSource: VoiceFallback.Source?
         let tick: UInt64 = 33_333
         var next = session.mediaTimeMicros
         let end = options.duration.map { started + UInt64($0 * 1e6) }
@@ -211,6 +233,14 @@ final class CallRunner: @unchecked Sendable {
             let remotes = session.participants
             var views: [CompositorView] = []
             var lipSync: [Double] = []
+            let source = sender.source
+            if source != ownSource {
+                ownSource = source
+                emit(["event": "expressionSource", "source": source == .voice ? "voice" : "camera"],
+                     human: source == .voice ? (options.video == nil ? "no camera: your avatar follows your voice"
+                                                                      : "your face is out of view: your avatar follows your voice")
+                                             : "your avatar follows your face")
+            }
             for user in remotes {
                 guard let playout = session.playout(for: user, at: now) else { continue }
                 // Lip-sync: the audio being played (sender media time, through the RTCP-derived
@@ -221,10 +251,21 @@ final class CallRunner: @unchecked Sendable {
                     lipSync.append(Double(LipSync.audioLeadMicros(audioMediaTimeMicros: playout.mediaTimeMicros,
                                                                   sourceTimeMicros: used.captureTimeMicros)) / 1000)
                 }
-                views.append(CompositorView(expression: playout.expression, label: session.isMuted(user) ? "\(user) (muted)" : user,
+                // Voice-driven: the dominant frame came from the voice (and there is a face to show).
+                let isVoice = playout.isVoiceDriven && playout.faceWeight > 0.5
+                if voiceDriven[user] != isVoice, isVoice || voiceDriven[user] != nil {
+                    emit(["event": "voiceDriven", "user": user, "voiceDriven": isVoice],
+                         human: isVoice ? "\(user)'s avatar follows their voice (no face from their camera)" : "\(user)'s avatar follows their face again")
+                }
+                voiceDriven[user] = isVoice
+                views.append(CompositorView(expression: playout.expression,
+                                            label: Self.label(user, muted: session.isMuted(user), voiceDriven: isVoice),
                                             style: options.style, background: background))
             }
-            let me = CompositorView(expression: own.withLock { $0 }, label: session.isMuted ? "you (muted)" : "you",
+            for user in voiceDriven.keys where !remotes.contains(user) { voiceDriven[user] = nil }
+            let mine = sender.ownExpression(at: now)
+            let me = CompositorView(expression: mine.expression,
+                                    label: Self.label("you", muted: session.isMuted, voiceDriven: mine.isVoiceDriven),
                                     style: options.style, background: background)
             if views.isEmpty {
                 Compositor(layout: .grid).render([me], with: renderer, into: canvas)
@@ -248,6 +289,11 @@ final class CallRunner: @unchecked Sendable {
             if next > after { Thread.sleep(forTimeInterval: Double(next - after) / 1e6) } else { next = after }
         }
         running.withLock { $0 = false }
+        sender.stop()
+        report.withLock { r in
+            r.cameraFramesSent = sender.statistics.cameraFrames
+            r.voiceFramesSent = sender.statistics.voiceFrames
+        }
         let left = DispatchSemaphore(value: 0)
         Task { [session] in await session.leave(); left.signal() }
         _ = left.wait(timeout: .now() + 5)
@@ -256,6 +302,22 @@ final class CallRunner: @unchecked Sendable {
         display?.close()
         if let failure = failed.withLock({ $0 }) { throw VeilError.io(failure) }
         return report.withLock { $0 }
+    }
+
+    /// A view's label: the name, whether muted, and whether the avatar is driven by the voice.
+    static func label(_ name: String, muted: Bool, voiceDriven: Bool) -> String {
+        name + (muted ? " (muted)" : "") + (voiceDriven ? " · voice" : "")
+    }
+
+    /// An event as a JSON line with `--json`, otherwise `human` as a note unless `--quiet`.
+    private func emit(_ fields: [String: Any], human: String) {
+        if options.json {
+            let line = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            print(line)
+            fflush(stdout)
+        } else if !options.quiet {
+            Terminal.note(human)
+        }
     }
 
     /// The `s` key: the others' voices move to the sound server's next sink (sinks in name order,

@@ -10,13 +10,16 @@ USAGE: veil call --server URL --room R --user U --token T [options]
 
 Joins a room on a Veil server: sends your voice (Opus) and your facial expressions (never your
 face: the camera picture is tracked here and reduced to ExpressionFrames), and shows everyone
-else's avatar, moving in sync with their voice, with yours as a small inset.
+else's avatar, moving in sync with their voice, with yours as a small inset. Without a camera, or
+while your face is out of view for more than a second, your avatar follows your voice instead
+(mouth from speech energy, blinks, small head motion), and the others see it marked "· voice".
 
 OPTIONS:
   --server URL             The room server's WebSocket URL (e.g. ws://127.0.0.1:7878/ws)
   --room R --user U        Room and your name in it
   --token T                Your token from the server's operator (`veil token`); or VEIL_TOKEN
-  --camera /dev/videoN     Track this camera
+  --camera /dev/videoN|none   Track this camera, or none: the avatar follows your voice
+                           (the default when neither --camera nor --video is given)
   --video FILE             Track a video file instead (played in real time, looped)
   --audio-in pulse|FILE|tone|none   Microphone (PulseAudio), an audio file, a test tone, or nothing
                            (default: pulse when a sound server runs, else none)
@@ -58,7 +61,7 @@ func runCall(_ argv: [String]) throws {
 
     var options = CallRunner.Options(server: server, room: room, user: user, token: token)
     if args.value("camera") != nil && args.value("video") != nil { throw UsageError("give --camera or --video, not both") }
-    options.video = args.value("camera") ?? args.value("video")
+    options.video = args.value("camera") == "none" ? nil : args.value("camera") ?? args.value("video")
     if let video = args.value("video"), !FileManager.default.isReadableFile(atPath: video) {
         throw VeilError.invalidInput("cannot read \(video): no such file, or not readable")
     }

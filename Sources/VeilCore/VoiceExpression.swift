@@ -1,0 +1,166 @@
+import Foundation
+
+/// An avatar expression made from a person's voice alone, for a participant without a camera or
+/// whose face has been out of view for a while: the mouth opens with speech energy, the eyes blink
+/// at natural random intervals, the head moves a little, and the brows lift on emphasis.
+///
+/// Feed it the speech level (RMS of a short window of the outgoing audio, samples in -1…1) with
+/// the window's time, and it returns the expression for that moment. It is deterministic: the same
+/// levels at the same times with the same seed give the same expressions, here and in the
+/// browser's `web/voice.js` (the algorithm is specified in docs/expression.md, "Voice-driven
+/// expressions", precisely enough for both to agree). Frames made from it are sent with
+/// `ExpressionFrame.isVoiceDriven` set.
+///
+/// A pure value type: it never reads a clock. Times only need to be increasing; steps back are
+/// treated as no time passing, and steps longer than half a second as half a second.
+public struct VoiceExpressionGenerator: Sendable {
+    /// The largest jawOpen speech produces (a fully open jaw reads as a shout).
+    public static let maximumJawOpen = 0.6
+    /// Blinks start 2–6 s apart (uniformly) and last this long (s).
+    public static let blinkDuration = 0.15
+    /// Idle head motion amplitudes in degrees (yaw, pitch, roll); the pitch also lifts with emphasis.
+    public static let headAmplitude = (yaw: 3.0, pitch: 2.0, roll: 1.5)
+
+    private var random: SplitMix64
+    private var started = false
+    private var startTime = 0.0
+    private var lastTime = 0.0
+    /// Noise floor and recent peak of the level (dBFS): the auto-gain.
+    private var floor = -50.0
+    private var peak = -20.0
+    /// Smoothed speech activity (0…1): the mouth.
+    private var envelope = 0.0
+    /// Slow average of the activity, and the smoothed emphasis above it (the brows).
+    private var average = 0.0
+    private var brow = 0.0
+    /// Start of the next (or current) blink, seconds after the first update.
+    private var blinkStart = 0.0
+    /// Per axis (yaw, pitch, roll): two sines, frequency (Hz) and phase (rad) each.
+    private var head: [(f1: Double, p1: Double, f2: Double, p2: Double)] = []
+    private var funnelPhase = 0.0
+
+    /// A generator whose blinks and head motion follow `seed`.
+    public init(seed: UInt64) {
+        random = SplitMix64(seed: seed)
+    }
+
+    /// A uniform number in [0, 1) from the top 53 bits of the next random number.
+    private mutating func uniform() -> Double {
+        Double(random.next() >> 11) / 9_007_199_254_740_992
+    }
+
+    private static func approach(_ value: Double, _ target: Double, _ dt: Double, _ tau: Double) -> Double {
+        value + (target - value) * (1 - exp(-dt / tau))
+    }
+
+    private static func smoothstep(_ x: Double) -> Double {
+        let c = min(max(x, 0), 1)
+        return c * c * (3 - 2 * c)
+    }
+
+    /// How closed the eyes are `p` seconds into a blink: shut over 50 ms, held 40 ms, open over 60 ms.
+    static func blinkShape(_ p: Double) -> Double {
+        if p < 0 || p >= blinkDuration { return 0 }
+        if p < 0.05 { return smoothstep(p / 0.05) }
+        if p < 0.09 { return 1 }
+        return smoothstep((blinkDuration - p) / 0.06)
+    }
+
+    /// The expression at `time` (seconds, any origin) given the speech `level` there: the RMS of the
+    /// audio around that time, samples in -1…1 (0 for silence; about 0.1 for ordinary speech).
+    public mutating func update(level: Double, at time: Double) -> Expression {
+        if !started {
+            started = true
+            startTime = time
+            lastTime = time
+            for _ in 0..<3 {
+                let f1 = 0.05 + 0.10 * uniform(), p1 = 2 * Double.pi * uniform()
+                let f2 = 0.13 + 0.12 * uniform(), p2 = 2 * Double.pi * uniform()
+                head.append((f1, p1, f2, p2))
+            }
+            funnelPhase = 2 * Double.pi * uniform()
+            blinkStart = 0.8 + 2.5 * uniform()
+        }
+        let dt = min(max(time - lastTime, 0), 0.5)
+        lastTime = max(time, lastTime)
+        let t = lastTime - startTime
+
+        // Auto-gain: speech is judged against the noise floor (falls fast, rises slowly) and the
+        // recent peak (rises fast, falls slowly), so quiet and loud microphones both work.
+        let safeLevel = level.isFinite ? level : 0
+        let db = 20 * log10(max(abs(safeLevel), 1e-5))
+        floor = Self.approach(floor, db, dt, db < floor ? 0.3 : 6)
+        floor = max(floor, -90)
+        peak = Self.approach(peak, db, dt, db > peak ? 0.05 : 3)
+        // Speech is read over the 24 dB below the peak, and not within 6 dB of the floor.
+        let low = max(floor + 6, peak - 24)
+        var activity = min(max((db - low) / max(peak - low, 12), 0), 1)
+        if db < -70 { activity = 0 }
+
+        // The mouth opens quickly and closes a little more slowly, like a jaw.
+        envelope = Self.approach(envelope, activity, dt, activity > envelope ? 0.03 : 0.09)
+        // Emphasis: activity well above its slow average lifts the brows.
+        average = Self.approach(average, activity, dt, 1.5)
+        let emphasis = min(max((activity - average - 0.35) / 0.3, 0), 1)
+        brow = Self.approach(brow, emphasis, dt, emphasis > brow ? 0.08 : 0.4)
+
+        // Blinks: the schedule moves on once a blink is over.
+        while t - blinkStart >= Self.blinkDuration { blinkStart += 2 + 4 * uniform() }
+        let blink = Self.blinkShape(t - blinkStart)
+
+        func sway(_ axis: Int) -> Double {
+            let a = head[axis]
+            return 0.6 * sin(2 * .pi * a.f1 * t + a.p1) + 0.4 * sin(2 * .pi * a.f2 * t + a.p2)
+        }
+        var expression = Expression(headPose: HeadPose(yaw: Float(Self.headAmplitude.yaw * sway(0)),
+                                                       pitch: Float(Self.headAmplitude.pitch * sway(1) + 1.5 * brow),
+                                                       roll: Float(Self.headAmplitude.roll * sway(2))))
+        expression[.jawOpen] = Float(Self.maximumJawOpen * envelope)
+        expression[.mouthFunnel] = Float(0.25 * envelope * (0.5 + 0.5 * sin(2 * .pi * 0.9 * t + funnelPhase)))
+        expression[.eyeBlinkLeft] = Float(blink)
+        expression[.eyeBlinkRight] = Float(blink)
+        expression[.browInnerUp] = Float(0.4 * brow)
+        expression[.browOuterUpLeft] = Float(0.3 * brow)
+        expression[.browOuterUpRight] = Float(0.3 * brow)
+        return expression
+    }
+}
+
+extension VoiceExpressionGenerator {
+    /// A seed made from `name` (FNV-1a): the same person blinks and sways the same way every call.
+    public static func seed(for name: String) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in name.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0100_0000_01B3
+        }
+        return hash
+    }
+}
+
+/// The speech level of a stretch of outgoing audio: what `VoiceExpressionGenerator` is fed.
+public struct AudioLevel: Sendable, Equatable {
+    /// The middle of the measured window, on the sender's media clock (µs): the clock
+    /// `ExpressionFrame.captureTimeMicros` uses.
+    public var timeMicros: UInt64
+    /// Root mean square of the window's samples (-1…1 full scale).
+    public var rms: Double
+    /// The window's length (µs).
+    public var durationMicros: UInt64
+
+    /// A level; see the properties.
+    public init(timeMicros: UInt64, rms: Double, durationMicros: UInt64) {
+        self.timeMicros = timeMicros
+        self.rms = rms
+        self.durationMicros = durationMicros
+    }
+
+    /// The level of 16-bit samples.
+    public init(samples: UnsafeBufferPointer<Int16>, timeMicros: UInt64, sampleRate: Int) {
+        var sum = 0.0
+        for sample in samples { sum += Double(sample) * Double(sample) }
+        let rms = samples.isEmpty ? 0 : (sum / Double(samples.count)).squareRoot() / 32768
+        self.init(timeMicros: timeMicros, rms: rms,
+                  durationMicros: UInt64(samples.count) * 1_000_000 / UInt64(max(sampleRate, 1)))
+    }
+}

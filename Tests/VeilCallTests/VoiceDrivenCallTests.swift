@@ -1,0 +1,213 @@
+import Foundation
+import Synchronization
+@testable import VeilCall
+import VeilCore
+import VeilMedia
+import VeilServer
+import XCTest
+
+/// Voice-driven avatars in real calls: a real room server on loopback, two `CallSession`s over
+/// real WebRTC, alice speaking from an espeak-ng recording through `ExpressionSender`.
+final class VoiceDrivenCallTests: XCTestCase {
+    final class Call: Sendable {
+        let server: RoomServer
+        let alice: CallSession
+        let bob: CallSession
+        /// Alice's frames as bob received them.
+        let received = Mutex<[ReceivedExpressionFrame]>([])
+        let directory: URL
+        let speech: WAVAudio
+
+        init(server: RoomServer, alice: CallSession, bob: CallSession, directory: URL, speech: WAVAudio) {
+            self.server = server; self.alice = alice; self.bob = bob; self.directory = directory; self.speech = speech
+        }
+    }
+
+    /// espeak-ng's recording of `text` as a WAV file in `directory`.
+    static func speak(_ text: String, in directory: URL) throws -> URL {
+        guard let tool = ["/usr/bin/espeak-ng", "/usr/local/bin/espeak-ng"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw DeadlineExceeded(description: "espeak-ng is not installed (scripts/bootstrap installs it)")
+        }
+        let file = directory.appendingPathComponent("speech.wav")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = ["-v", "en", "-s", "140", "-w", file.path, text]
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        return file
+    }
+
+    /// Alice (speaking `text` from a file) and bob (silent, recording alice's frames) in one room.
+    func startCall(_ text: String) throws -> Call {
+        try PeerConnection.prepare()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("veil-voice-call-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let speechFile = try Self.speak(text, in: directory)
+        let secret = ServerSecret.random()
+        let server = RoomServer(configuration: .init(secret: secret))
+        let url = try server.start()
+        let authority = TokenAuthority(secret: secret)
+        var aliceConfiguration = CallSession.Configuration(server: url, room: "voice", user: "alice",
+                                                           token: try authority.issue(room: "voice", user: "alice", lifetime: 600),
+                                                           audioInput: .file(speechFile))
+        aliceConfiguration.statisticsInterval = 60
+        var bobConfiguration = CallSession.Configuration(server: url, room: "voice", user: "bob",
+                                                         token: try authority.issue(room: "voice", user: "bob", lifetime: 600),
+                                                         audioInput: .silence)
+        bobConfiguration.statisticsInterval = 60
+        let alice = CallSession(configuration: aliceConfiguration)
+        let bob = CallSession(configuration: bobConfiguration)
+        let call = Call(server: server, alice: alice, bob: bob, directory: directory, speech: try WAVAudio(contentsOf: speechFile))
+        Task { for await (user, frame) in bob.expressionFrames where user == "alice" { call.received.withLock { $0.append(frame) } } }
+        alice.start()
+        bob.start()
+        return call
+    }
+
+    func end(_ call: Call) {
+        let done = DispatchSemaphore(value: 0)
+        Task { await call.alice.leave(); await call.bob.leave(); done.signal() }
+        _ = done.wait(timeout: .now() + 10)
+        call.server.stop()
+        try? FileManager.default.removeItem(at: call.directory)
+    }
+
+    /// The speech's RMS over 40 ms around `seconds` into the file.
+    static func envelope(_ audio: WAVAudio, at seconds: Double) -> Double {
+        let centre = Int(seconds * Double(audio.sampleRate)), half = audio.sampleRate / 50
+        let lower = max(0, centre - half), upper = min(audio.samples.count, centre + half)
+        guard lower < upper else { return 0 }
+        let range = lower..<upper
+        let sum = audio.samples[range].reduce(0.0) { $0 + Double($1) * Double($1) }
+        return (sum / Double(range.count)).squareRoot() / 32768
+    }
+
+    /// Coefficients a voice-driven frame may carry; a camera's estimate fills others too.
+    static let voiceShapes: Set<BlendShape> = [.jawOpen, .mouthFunnel, .eyeBlinkLeft, .eyeBlinkRight, .browInnerUp,
+                                               .browOuterUpLeft, .browOuterUpRight]
+
+    func testWithoutACameraTheOtherSideSeesAMouthThatFollowsTheVoice() throws {
+        let call = try startCall("Hello Bob. I have no camera today, but you can still see me talking. Can you hear me well? Good, then let us begin.")
+        defer { end(call) }
+        let sender = ExpressionSender(session: call.alice, hasCamera: false, seed: VoiceExpressionGenerator.seed(for: "alice"))
+        sender.start()
+        defer { sender.stop() }
+
+        let deadline = Date().addingTimeInterval(15)
+        while call.alice.audioFileStartMicros(for: "bob") == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        let fileStart = try XCTUnwrap(call.alice.audioFileStartMicros(for: "bob"), "the call did not connect within 15 s")
+        Thread.sleep(forTimeInterval: call.speech.duration + 1)
+
+        let frames = call.received.withLock { $0 }.map(\.frame)
+        let spoken = frames.filter { $0.captureTimeMicros >= fileStart && $0.captureTimeMicros < fileStart + UInt64(call.speech.duration * 1e6) }
+        XCTAssertGreaterThan(Double(spoken.count), call.speech.duration * 25, "too few frames during the speech: \(spoken.count)")
+        // Every frame is tracked, voice-driven, and carries nothing a face would add.
+        XCTAssertTrue(frames.allSatisfy { $0.state == .tracked && $0.isVoiceDriven }, "a frame that is not voice-driven arrived")
+        for frame in frames {
+            for shape in BlendShape.allCases where !Self.voiceShapes.contains(shape) {
+                XCTAssertEqual(frame.expression[shape], 0, "\(shape) set in a voice-driven frame")
+            }
+        }
+        XCTAssertEqual(Set(frames.map(\.sequence)).count, frames.count, "sequence numbers repeat")
+        // The mouth follows the speech envelope at the frame's capture time (the audio's clock).
+        func correlation(lagMicros: Int64) -> Double {
+            let jaw = spoken.map { Double($0.expression[.jawOpen]) }
+            let voice = spoken.map { Self.envelope(call.speech, at: Double(Int64(bitPattern: $0.captureTimeMicros &- fileStart) + lagMicros) / 1e6) }
+            return pearson(jaw, voice)
+        }
+        let r = correlation(lagMicros: 0)
+        let best = stride(from: -200_000, through: 200_000, by: 20_000).max { correlation(lagMicros: Int64($0)) < correlation(lagMicros: Int64($1)) } ?? 0
+        print("voice-driven call: \(frames.count) frames, \(spoken.count) during \(String(format: "%.1f", call.speech.duration)) s of speech; jawOpen vs speech envelope r = \(String(format: "%.3f", r)); best at \(best / 1000) ms")
+        XCTAssertGreaterThan(r, 0.6, "the mouth does not follow the voice")
+        XCTAssertLessThanOrEqual(abs(best), 100_000, "the mouth is out of step with the voice by \(best / 1000) ms")
+        XCTAssertGreaterThan(spoken.map { $0.expression[.jawOpen] }.max() ?? 0, 0.3)
+        // After the speech: silence closes the mouth, blinks go on.
+        let after = frames.filter { $0.captureTimeMicros > fileStart + UInt64((call.speech.duration + 0.3) * 1e6) }
+        XCTAssertFalse(after.isEmpty)
+        XCTAssertLessThan(after.map { $0.expression[.jawOpen] }.max() ?? 1, 0.05)
+        XCTAssertGreaterThan(frames.map { $0.expression[.eyeBlinkLeft] }.max() ?? 0, 0.9, "no blink in the whole call")
+        // What bob draws says so.
+        let playout = try XCTUnwrap(call.bob.playout(for: "alice", at: call.bob.mediaTimeMicros))
+        XCTAssertTrue(playout.isVoiceDriven)
+        XCTAssertEqual(sender.statistics.cameraFrames, 0)
+    }
+
+    func testALostFaceHandsOverToTheVoiceAfterASecondAndBackWhenItReturns() throws {
+        let call = try startCall("I am talking while I move out of view of my camera, and then I come back again to show my face.")
+        defer { end(call) }
+        let deadline = Date().addingTimeInterval(15)
+        while call.alice.audioFileStartMicros(for: "bob") == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        _ = try XCTUnwrap(call.alice.audioFileStartMicros(for: "bob"), "the call did not connect within 15 s")
+        // The camera starts with the sender, as in `veil call`.
+        let sender = ExpressionSender(session: call.alice, hasCamera: true, seed: 9)
+        sender.start()
+        defer { sender.stop() }
+
+        // Alice's camera at 30 fps: her face (a smile no voice would make) for 1.5 s, out of view
+        // for 2.5 s, back for 1.5 s.
+        var face = VeilCore.Expression(headPose: HeadPose(yaw: 12))
+        face[.mouthSmileLeft] = 0.8
+        face[.mouthSmileRight] = 0.8
+        var lostAt: UInt64 = 0, backAt: UInt64 = 0
+        var sent: [(time: UInt64, state: ExpressionFrame.State, out: Bool)] = []
+        let start = call.alice.mediaTimeMicros
+        var sequence: UInt32 = 0
+        while true {
+            let now = call.alice.mediaTimeMicros
+            let t = Double(now - start) / 1e6
+            if t >= 5.5 { break }
+            let lost = t >= 1.5 && t < 4
+            if lost, lostAt == 0 { lostAt = now }
+            if !lost, t >= 4, backAt == 0 { backAt = now }
+            let frame = ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: lost ? .lost : .tracked, expression: face)
+            sequence &+= 1
+            sent.append((now, frame.state, sender.send(cameraFrame: frame)))
+            Thread.sleep(forTimeInterval: 1.0 / 30)
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+
+        let frames = call.received.withLock { $0 }.map(\.frame)
+        func isFace(_ f: ExpressionFrame) -> Bool { f.state == .tracked && !f.isVoiceDriven }
+        // Before: the face. During the first second of the loss: the camera's lost frames.
+        XCTAssertGreaterThan(frames.filter { $0.captureTimeMicros < lostAt && isFace($0) }.count, 30)
+        XCTAssertTrue(frames.filter { $0.captureTimeMicros < lostAt }.allSatisfy(isFace))
+        let lostFrames = frames.filter { $0.state == .lost }
+        let lastLost = try XCTUnwrap(lostFrames.map(\.captureTimeMicros).max(), "no lost frame arrived")
+        XCTAssertGreaterThanOrEqual(lastLost - lostAt, 900_000, "lost frames stopped too early")
+        XCTAssertLessThan(lastLost - lostAt, 1_100_000, "lost frames went on too long")
+        // Then the voice: voice-driven frames from about a second after the loss until the face is back.
+        let voice = frames.filter(\.isVoiceDriven)
+        let firstVoice = try XCTUnwrap(voice.map(\.captureTimeMicros).min(), "no voice-driven frame arrived")
+        let lastVoice = try XCTUnwrap(voice.map(\.captureTimeMicros).max())
+        print("face lost at 1.5 s: lost frames for \((lastLost - lostAt) / 1000) ms, voice-driven frames \((firstVoice - lostAt) / 1000)…\((lastVoice - lostAt) / 1000) ms, face back at \((backAt - lostAt) / 1000) ms; \(voice.count) voice frames, jaw max \(voice.map { $0.expression[.jawOpen] }.max() ?? 0)")
+        XCTAssertGreaterThanOrEqual(firstVoice, lostAt + 950_000)
+        XCTAssertLessThan(firstVoice, lostAt + 1_150_000)
+        XCTAssertGreaterThan(voice.count, 30)
+        XCTAssertGreaterThan(voice.map { $0.expression[.jawOpen] }.max() ?? 0, 0.2, "alice spoke, the voice-driven mouth stayed shut")
+        XCTAssertTrue(voice.allSatisfy { $0.expression[.mouthSmileLeft] == 0 }, "a voice-driven frame carried the face's smile")
+        // The face is back: its frames from its first tracked frame on, and no voice after it.
+        XCTAssertLessThan(lastVoice, backAt + 50_000, "voice-driven frames went on after the face returned")
+        XCTAssertGreaterThanOrEqual(lastVoice + 200_000, backAt, "the voice stopped long before the face returned")
+        let back = frames.filter { $0.captureTimeMicros >= backAt }
+        XCTAssertGreaterThan(back.filter(isFace).count, 30)
+        XCTAssertEqual(back.filter(isFace).map(\.captureTimeMicros).min(), backAt, "the first frame after the face returned was not sent")
+        XCTAssertEqual(Set(frames.map(\.sequence)).count, frames.count, "sequence numbers repeat")
+        XCTAssertTrue(sent.filter { $0.time >= backAt || $0.time < lostAt }.allSatisfy(\.out))
+        XCTAssertEqual(call.bob.playout(for: "alice", at: call.bob.mediaTimeMicros)?.isVoiceDriven, false)
+    }
+}
+
+/// Pearson correlation.
+private func pearson(_ a: [Double], _ b: [Double]) -> Double {
+    let n = Double(min(a.count, b.count))
+    guard n > 1 else { return 0 }
+    let ma = a.prefix(Int(n)).reduce(0, +) / n, mb = b.prefix(Int(n)).reduce(0, +) / n
+    var sab = 0.0, saa = 0.0, sbb = 0.0
+    for i in 0..<Int(n) {
+        sab += (a[i] - ma) * (b[i] - mb)
+        saa += (a[i] - ma) * (a[i] - ma)
+        sbb += (b[i] - mb) * (b[i] - mb)
+    }
+    return saa > 0 && sbb > 0 ? sab / (saa * sbb).squareRoot() : 0
+}
