@@ -766,11 +766,12 @@ function expressionFor(remote, now) {
     // Sender time of the audio playing now, if the frames are on the same clock.
     const senderMillis = playout.senderMillis + (now - playout.at);
     const newest = frames[frames.length - 1].frame.captureTimeMicros / 1000;
-    if (Math.abs(newest - senderMillis) < 5000) target = senderMillis;
+    if (Math.abs(newest - senderMillis) < 5000) { target = senderMillis; remote.debug.alignment = 'voice'; }
   }
   if (target === null && remote.offset !== null) {
     const delay = Math.min(Math.max(remote.playoutDelay ?? 60, 20), 400);
     target = now - remote.offset - delay;
+    remote.debug.alignment = 'arrival';
   }
   let chosen = frames[0];
   for (const entry of frames) {
@@ -794,6 +795,7 @@ function drawAvatar(canvas, expression) {
   const rect = fitCanvas(canvas);
   if (state.renderer && wire) {
     try {
+      ctx.clearRect(0, 0, rect.width, rect.height);
       state.renderer.draw(ctx, expression || wire.neutralExpression(), rect, { style: state.style, background: state.background });
       return;
     } catch (error) {

@@ -80,7 +80,7 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertTrue(wait(10) { carolLog.events.contains { if case .participantJoined("native") = $0 { true } else { false } } },
                       "veil call did not join")
 
-        let browser = try driver.session(audioFile: speech)
+        let browser = try browser(audioFile: speech)
         defer { browser.delete() }
         try openPage(browser, room: "r1", user: "web")
         // The link's fragment filled the form and left the address bar.
@@ -106,7 +106,8 @@ final class BrowserCallTests: XCTestCase {
             XCTAssertGreaterThan(b["audioLevel"] ?? 0, 0.01, "\(user)'s tone should be audible in the page (analyser RMS)")
             XCTAssertGreaterThan(b["framesDecoded"] ?? 0, (a["framesDecoded"] ?? 0) + 40, "\(user)'s expression frames should keep arriving (~30/s)")
             XCTAssertEqual(b["framesInvalid"] ?? -1, 0)
-            print("browser ← \(user): \(Int(b["audioPackets"] ?? 0)) audio packets, RMS \(String(format: "%.3f", b["audioLevel"] ?? 0)), \(Int(b["framesDecoded"] ?? 0)) frames decoded")
+            let alignment = try browser.execute("return window.veil.remotes[arguments[0]].alignment", [user]) as? String ?? "none"
+            print("browser ← \(user): \(Int(b["audioPackets"] ?? 0)) audio packets, RMS \(String(format: "%.3f", b["audioLevel"] ?? 0)), \(Int(b["framesDecoded"] ?? 0)) frames decoded, avatar aligned by \(alignment)")
         }
 
         // Carol's avatar in the page opens its mouth when her jaw opens, and little else changes.
@@ -159,7 +160,7 @@ final class BrowserCallTests: XCTestCase {
     /// A bad token gets a clear message on the page, and the page makes no connection and asks
     /// for no microphone.
     func testBadTokenShowsAClearMessageAndConnectsNothing() throws {
-        let browser = try driver.session()
+        let browser = try browser()
         defer { browser.delete() }
         let forged = try TokenAuthority(secret: ServerSecret.random()).issue(room: "r2", user: "web", lifetime: 600)
         let cases: [(token: String, room: String, expected: String)] = [
@@ -189,7 +190,7 @@ final class BrowserCallTests: XCTestCase {
     /// Leave in the page: the others see `left`. Closing the tab without leaving: `timeout` within 5 s.
     /// Here the native side joins second, so it offers and the browser answers.
     func testLeavingAndClosingTheTab() throws {
-        let browser = try driver.session()
+        let browser = try browser()
         defer { browser.delete() }
         try openPage(browser, room: "r3", user: "web")
         try browser.execute("document.getElementById('join').click()")
@@ -240,7 +241,7 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertTrue(wait(10) { carolLog.joined })
         // No fake-media permission: the microphone request is refused, so Chromium keeps hiding
         // its addresses behind mDNS names, which the native side cannot resolve.
-        let browser = try driver.session(extraArguments: ["--deny-permission-prompts"], fakeMediaPermission: false)
+        let browser = try browser(extraArguments: ["--deny-permission-prompts"], fakeMediaPermission: false)
         defer { browser.delete() }
         try openPage(browser, room: "r4", user: "web")
         XCTAssertEqual(try browser.execute("return document.featurePolicy ? document.featurePolicy.allowsFeature('camera') : null") as? Bool, false,
@@ -283,8 +284,21 @@ final class BrowserCallTests: XCTestCase {
 
     // MARK: - The page
 
+    /// A browser whose pages all run `probeScript` first.
+    private func browser(audioFile: URL? = nil, extraArguments: [String] = [], fakeMediaPermission: Bool = true) throws -> BrowserSession {
+        let browser = try driver.session(audioFile: audioFile, extraArguments: extraArguments, fakeMediaPermission: fakeMediaPermission)
+        do {
+            try browser.addScriptAtDocumentStart(Self.probeScript)
+        } catch {
+            browser.delete()
+            throw error
+        }
+        return browser
+    }
+
+    /// Loads the page afresh from a link carrying room, user and token.
     private func openPage(_ browser: BrowserSession, room: String, user: String, token: String? = nil) throws {
-        try browser.addScriptAtDocumentStart(Self.probeScript)
+        try browser.navigate(URL(string: "about:blank")!)
         let token = try token ?? self.token(room, user)
         var fragment = URLComponents()
         fragment.queryItems = [.init(name: "room", value: room), .init(name: "user", value: user), .init(name: "token", value: token)]

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -72,32 +69,85 @@ final class WebDriver {
     }
 
     /// One WebDriver command; returns the decoded JSON answer. Throws on HTTP or WebDriver errors.
+    /// Plain HTTP/1.1 over a socket (Foundation's URLSession on Linux fails on chromedriver's
+    /// answers with "Failed writing header").
     @discardableResult
     func request(_ method: String, _ path: String, _ body: [String: Any]? = nil, timeout: TimeInterval = 30) throws -> Any {
-        var request = URLRequest(url: base.appendingPathComponent(path), timeoutInterval: timeout)
-        request.httpMethod = method
-        if let body {
-            request.httpBody = try JSONSerialization.data(withJSONObject: body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var result: (Data?, URLResponse?, Error?) = (nil, nil, nil)
-        let task = URLSession.shared.dataTask(with: request) { data, response, error in
-            result = (data, response, error)
-            done.signal()
-        }
-        task.resume()
-        guard done.wait(timeout: .now() + timeout + 5) == .success else {
-            task.cancel()
-            throw Failure(description: "\(method) \(path): no answer from chromedriver in \(Int(timeout)) s")
-        }
-        if let error = result.2 { throw Failure(description: "\(method) \(path): \(error)") }
-        let json = try result.0.map { try JSONSerialization.jsonObject(with: $0, options: [.fragmentsAllowed]) } ?? [:]
-        if let status = (result.1 as? HTTPURLResponse)?.statusCode, status >= 400 {
+        let payload = try body.map { try JSONSerialization.data(withJSONObject: $0) } ?? Data()
+        var head = "\(method) /\(path) HTTP/1.1\r\nHost: \(base.host ?? "127.0.0.1"):\(base.port ?? 0)\r\nConnection: close\r\n"
+        if body != nil { head += "Content-Type: application/json; charset=utf-8\r\n" }
+        head += "Content-Length: \(payload.count)\r\n\r\n"
+        let (status, data) = try Self.exchange(port: base.port ?? 0, request: Array(head.utf8) + Array(payload), timeout: timeout)
+        let json = data.isEmpty ? [String: Any]() : try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        if status >= 400 {
             let value = (json as? [String: Any])?["value"] as? [String: Any]
             throw Failure(description: "\(method) \(path): \(value?["error"] ?? status): \(String(describing: value?["message"] ?? "").prefix(600))")
         }
         return json
+    }
+
+    /// Sends `request` to 127.0.0.1:`port` and reads the answer until the server closes:
+    /// the status and the body (Content-Length or chunked).
+    static func exchange(port: Int, request: [UInt8], timeout: TimeInterval) throws -> (Int, Data) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket failed") }
+        defer { close(fd) }
+        var tv = timeval(tv_sec: Int(timeout.rounded(.up)), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw Failure(description: "cannot connect to chromedriver on port \(port)") }
+        var offset = 0
+        while offset < request.count {
+            let n = request[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw Failure(description: "cannot send to chromedriver") }
+            offset += n
+        }
+        // chromedriver keeps the connection open: read the header, then as much body as it announces.
+        var answer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let separator: [UInt8] = [13, 10, 13, 10]
+        var headerEnd: Int?
+        func complete() -> Bool {
+            if headerEnd == nil {
+                headerEnd = answer.count >= 4 ? answer.indices.dropLast(3).first(where: { Array(answer[$0..<$0 + 4]) == separator }) : nil
+            }
+            guard let end = headerEnd else { return false }
+            let header = String(decoding: answer[..<end], as: UTF8.self).lowercased()
+            if let line = header.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
+               let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) {
+                return answer.count >= end + 4 + length
+            }
+            if header.contains("transfer-encoding: chunked") { return answer.suffix(5) == [48, 13, 10, 13, 10] }
+            return false
+        }
+        while !complete() {
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n == 0 { break }
+            guard n > 0 else { throw Failure(description: "no answer from chromedriver within \(Int(timeout)) s") }
+            answer += chunk[0..<n]
+        }
+        guard let end = headerEnd else { throw Failure(description: "malformed answer from chromedriver") }
+        let header = String(decoding: answer[..<end], as: UTF8.self)
+        let status = Int(header.split(separator: " ").dropFirst().first ?? "") ?? 0
+        var body = Array(answer[(end + 4)...])
+        if header.lowercased().contains("transfer-encoding: chunked") {
+            var decoded: [UInt8] = [], index = 0
+            while let lineEnd = body[index...].indices.dropLast().first(where: { body[$0] == 13 && body[$0 + 1] == 10 }),
+                  let size = Int(String(decoding: body[index..<lineEnd], as: UTF8.self).split(separator: ";").first ?? "", radix: 16),
+                  size > 0, lineEnd + 2 + size <= body.count {
+                decoded += body[(lineEnd + 2)..<(lineEnd + 2 + size)]
+                index = lineEnd + 2 + size + 2
+                if index >= body.count { break }
+            }
+            body = decoded
+        }
+        return (status, Data(body))
     }
 
     /// A new browser session: headless chromium with fake media devices (audio from `audioFile`
