@@ -640,7 +640,7 @@ async function collectStatistics() {
   for (const remote of state.remotes.values()) {
     const pc = remote.pc;
     if (!pc) continue;
-    let rtt = null, lost = 0, received = 0, audioBytes = 0, packets = 0, playoutNtp = null, jitterDelay = null;
+    let rtt = null, lost = 0, received = 0, audioBytes = 0, packets = 0, senderReport = null, jitterDelay = null;
     try {
       const report = await pc.getStats();
       report.forEach((s) => {
@@ -648,9 +648,9 @@ async function collectStatistics() {
         if (s.type === 'inbound-rtp' && s.kind === 'audio') {
           lost = s.packetsLost || 0; received = s.packetsReceived || 0; audioBytes = s.bytesReceived || 0;
           packets = received;
-          if (s.estimatedPlayoutTimestamp) playoutNtp = s.estimatedPlayoutTimestamp;
           if (s.jitterBufferEmittedCount) jitterDelay = (s.jitterBufferDelay / s.jitterBufferEmittedCount) * 1000;
         }
+        if (s.type === 'remote-outbound-rtp' && s.kind === 'audio' && s.remoteTimestamp) senderReport = { remote: s.remoteTimestamp, local: s.timestamp };
         if (s.type === 'remote-inbound-rtp' && s.kind === 'audio' && rtt === null && s.roundTripTime != null) rtt = s.roundTripTime * 1000;
       });
     } catch { continue; }
@@ -668,9 +668,16 @@ async function collectStatistics() {
     remote.debug.rttMillis = rtt;
     remote.debug.audioLevel = analyserLevel(remote.analyser);
     remote.playoutDelay = jitterDelay;
-    // The sender's time of the audio playing now (Chrome: estimatedPlayoutTimestamp, in the
-    // sender's RTCP clock, which `veil call` sets to its media clock: the frames' capture clock).
-    remote.playout = playoutNtp != null ? { senderMillis: playoutNtp, at: now } : null;
+    // The sender's latest RTCP sender report maps its media clock, on which it also stamps its
+    // frames (`veil call`: the monotonic clock; a browser: NTP wall-clock time), to this page's
+    // clock. Chrome reports the NTP time as Unix milliseconds of the era it guesses; the frames
+    // need the raw 32-bit NTP seconds (a native clock near zero reads as the 2036 era otherwise).
+    if (senderReport) {
+      const ntpMillis = (senderReport.remote + NTP_UNIX_OFFSET_MICROS / 1000) % (4294967296 * 1000);
+      remote.playout = { senderMillis: ntpMillis, localMillis: senderReport.local - performance.timeOrigin };
+    } else {
+      remote.playout = null;
+    }
     const connected = pc.connectionState === 'connected';
     remote.quality = assessQuality(rtt, lossFraction, connected);
     worst = Math.max(worst, QUALITY.indexOf(remote.quality));
@@ -762,25 +769,36 @@ function expressionFor(remote, now) {
   if (!frames.length) return null;
   let target = null;
   const playout = remote.playout;
+  let voiceAligned = false;
   if (playout) {
-    // Sender time of the audio playing now, if the frames are on the same clock.
-    const senderMillis = playout.senderMillis + (now - playout.at);
-    const newest = frames[frames.length - 1].frame.captureTimeMicros / 1000;
-    if (Math.abs(newest - senderMillis) < 5000) { target = senderMillis; remote.debug.alignment = 'voice'; }
+    // The sender time of the audio playing now: the report's sender time, plus the time since it
+    // arrived, minus what the audio spends in the jitter buffer and the output (the one-way
+    // delay cancels out). Used when the frames are on the same clock (within 5 s of it).
+    const senderMillis = playout.senderMillis + (now - playout.localMillis) - (remote.playoutDelay ?? 40) - 10;
+    const newest = unwrapMillis(frames[frames.length - 1].frame.captureTimeMicros / 1000, senderMillis);
+    if (Math.abs(newest - senderMillis) < 5000) { target = senderMillis; voiceAligned = true; remote.debug.alignment = 'voice'; }
   }
   if (target === null && remote.offset !== null) {
     const delay = Math.min(Math.max(remote.playoutDelay ?? 60, 20), 400);
     target = now - remote.offset - delay;
     remote.debug.alignment = 'arrival';
   }
+  const captureOf = (entry) => (voiceAligned ? unwrapMillis(entry.frame.captureTimeMicros / 1000, target) : entry.frame.captureTimeMicros / 1000);
   let chosen = frames[0];
   for (const entry of frames) {
-    if (target !== null && entry.frame.captureTimeMicros / 1000 > target) break;
+    if (target !== null && captureOf(entry) > target) break;
     chosen = entry;
   }
+  if (target !== null) remote.debug.playoutLagMillis = target - captureOf(chosen);
   remote.debug.lastSequence = chosen.frame.sequence;
   if (chosen.frame.state !== 'tracked') return null;
   return chosen.frame.expression;
+}
+
+/** Capture times travel modulo 2^48 µs: the value nearest `reference` (ms) with the same low bits. */
+function unwrapMillis(millis, reference) {
+  const period = 2 ** 48 / 1000;
+  return millis + Math.round((reference - millis) / period) * period;
 }
 
 function fitCanvas(canvas) {
