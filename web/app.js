@@ -150,11 +150,6 @@ async function join() {
   $('join').disabled = true;
   showLobbyMessage('Connecting…', true);
 
-  // The audio context is made inside the click, so that the browser lets it play. The microphone
-  // is asked for once the server has admitted us: a bad link never triggers a permission prompt.
-  state.audioContext = state.audioContext || new AudioContext();
-  state.audioContext.resume().catch(() => {});
-  state.microphone = null;
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   let ws;
   try {
@@ -162,6 +157,11 @@ async function join() {
   } catch (error) {
     return failJoin(`Cannot reach the server: ${error.message}`);
   }
+  // The audio context is made inside the click, so that the browser lets it play. The microphone
+  // is asked for once the server has admitted us: a bad link never triggers a permission prompt.
+  state.audioContext = state.audioContext || new AudioContext();
+  state.audioContext.resume().catch(() => {});
+  state.microphone = null;
   state.ws = ws;
   ws.onopen = () => send({ type: 'join', room, user, token });
   ws.onmessage = (event) => {
@@ -239,7 +239,7 @@ async function joined(message) {
   state.joined = true;
   state.iceServers = Array.isArray(message.iceServers) ? message.iceServers : [];
   debug.status = 'joined';
-  debug.joinedAt = performance.now();
+  debug.timings = { joined: performance.now() - state.joinStarted };
   $('lobby').hidden = true;
   $('call').hidden = false;
   $('room-name').textContent = message.room;
@@ -250,6 +250,7 @@ async function joined(message) {
   if (!state.microphone || !state.stream) state.microphone = openMicrophone();
   await state.microphone;
   await state.certificatePromise;
+  debug.timings.microphone = performance.now() - state.joinStarted;
   updateOutputs();
   for (const participant of message.participants || []) {
     const remote = remoteFor(participant.user);
@@ -487,6 +488,7 @@ function createPeer(user, offerer) {
     remote.debug.state = pc.connectionState;
     if (pc.connectionState === 'connected') {
       if (debug.firstConnectedMillis == null) debug.firstConnectedMillis = performance.now() - state.joinStarted;
+      if (debug.timings && debug.timings.connected == null) debug.timings.connected = debug.firstConnectedMillis;
       remote.attempts = 0;
     }
     render();
@@ -534,6 +536,7 @@ async function makeOffer(remote, pc) {
     const offer = await pc.createOffer();
     await pc.setLocalDescription({ type: 'offer', sdp: opusAsNativePeersSendIt(offer.sdp) });
     if (remote.pc === pc) send({ type: 'offer', to: remote.user, sdp: pc.localDescription.sdp });
+    if (debug.timings && debug.timings.offer == null) debug.timings.offer = performance.now() - state.joinStarted;
   } catch (error) {
     showCallMessage(`Could not start a connection to ${remote.user}: ${error.message}`);
   }

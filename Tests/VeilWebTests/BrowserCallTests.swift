@@ -1,7 +1,9 @@
 import Foundation
 import Synchronization
+import VeilCairo
 import VeilCall
 import VeilCore
+import VeilRender
 import VeilServer
 import XCTest
 
@@ -93,6 +95,7 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertTrue(connected, pageState(browser))
         let joinMillis = Date().timeIntervalSince(joinStart) * 1000
         let measured = try browser.execute("return [window.veil.certificateMillis, window.veil.firstConnectedMillis]") as? [Double]
+        print("browser join steps (ms after Join): \(try browser.execute("return JSON.stringify(window.veil.timings)") as? String ?? "")")
         print("browser join: click → both peers connected \(Int(joinMillis)) ms (page: first peer connected \(Int(measured?[1] ?? -1)) ms after Join; certificate made at load in \(Int(measured?[0] ?? -1)) ms)")
 
         // The browser receives both participants' voices and expression frames.
@@ -122,6 +125,12 @@ final class BrowserCallTests: XCTestCase {
         print("carol's tile, jaw closed vs open: \(String(format: "%.1f", mouth * 100)) % of the mouth region differs, \(String(format: "%.1f", eyes * 100)) % of the eye region")
         XCTAssertGreaterThan(mouth, 0.02, "the mouth region should change when the jaw opens")
         XCTAssertLessThan(eyes, mouth / 2, "opening the jaw should change the mouth more than the eyes")
+        // What the page drew for the open jaw is what the Swift renderer draws for the same frame.
+        let (swiftDifference, swiftMouth, strongShare) = try compareWithSwiftRenderer(browser, user: "carol", jawOpen: 1)
+        print(String(format: "carol's tile vs the Swift renderer: mean |Δ| %.2f (mouth %.2f), %.3f %% of pixels off by > 48", swiftDifference, swiftMouth, strongShare * 100))
+        XCTAssertLessThan(swiftDifference, 1.5, "the page should draw what the Swift renderer draws")
+        XCTAssertLessThan(swiftMouth, 5)
+        XCTAssertLessThan(strongShare, 0.005)
         // The native participant's talking clip moves its avatar too.
         try capture(browser, user: "native", as: "n1")
         Thread.sleep(forTimeInterval: 0.7)
@@ -255,6 +264,15 @@ final class BrowserCallTests: XCTestCase {
         print("browser host candidates: \(hosts.map { $0.split(separator: " ")[4] })")
         XCTAssertFalse(hosts.isEmpty)
         XCTAssertTrue(hosts.allSatisfy { $0.split(separator: " ")[4].hasSuffix(".local") }, "Chromium should hide its addresses: \(hosts)")
+        // The native side ignored those names and found the browser through its checks.
+        XCTAssertTrue(wait(4) { carolLog.latestStatistics?.peers["web"]?.candidatePair != nil })
+        let pair = carolLog.latestStatistics?.peers["web"]?.candidatePair
+        XCTAssertEqual(pair?.remote.type, .prflx, "the browser should be a peer-reflexive candidate: \(String(describing: pair))")
+        let connectMillis = try browser.execute("return window.veil.firstConnectedMillis") as? Double ?? -1
+        print("mDNS-only browser: connected \(Int(connectMillis)) ms after Join, selected pair \(pair.map { "\($0.local.type) – \($0.remote.type)" } ?? "none")")
+        XCTAssertTrue(ICECandidate.hasMulticastDNSAddress(try XCTUnwrap(hosts.first)))
+        XCTAssertFalse(ICECandidate.hasMulticastDNSAddress("candidate:1 1 UDP 2015363327 192.0.2.2 45545 typ host"))
+        XCTAssertFalse(ICECandidate.hasMulticastDNSAddress("candidate:1 1 UDP 2015363327 fd00::2 45545 typ host"))
         let message = try browser.execute("return window.veil.callMessage || ''") as? String ?? ""
         XCTAssertTrue(message.contains("microphone"), "the page should say the microphone is unavailable: \(message)")
 
@@ -357,6 +375,47 @@ final class BrowserCallTests: XCTestCase {
         let fraction = (value as? NSNumber)?.doubleValue ?? -1
         XCTAssertGreaterThanOrEqual(fraction, 0, "captures \(a) and \(b) could not be compared")
         return fraction
+    }
+
+    /// Mean absolute difference (0…255, over RGB) between `user`'s tile as the page drew it and the
+    /// Swift renderer's drawing of a resting face with `jawOpen` (mask style, gradient background:
+    /// the page's defaults), over the whole tile and around the mouth; and the share of pixels off by more than 48.
+    private func compareWithSwiftRenderer(_ browser: BrowserSession, user: String, jawOpen: Float) throws -> (Double, Double, Double) {
+        let value = try browser.execute("""
+            const c = document.querySelector(`figure.tile[data-user="${arguments[0]}"] canvas`);
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            const rgb = new Uint8Array(c.width * c.height * 3);
+            for (let i = 0, j = 0; i < d.length; i += 4) { rgb[j++] = d[i]; rgb[j++] = d[i + 1]; rgb[j++] = d[i + 2]; }
+            let text = '';
+            for (let i = 0; i < rgb.length; i += 8192) text += String.fromCharCode.apply(null, rgb.subarray(i, i + 8192));
+            return [c.width, c.height, btoa(text), document.getElementById('background').value];
+            """, [user]) as? [Any] ?? []
+        let width = try XCTUnwrap(value.first as? Int), height = try XCTUnwrap(value[1] as? Int)
+        let page = [UInt8](try XCTUnwrap(Data(base64Encoded: try XCTUnwrap(value[2] as? String))))
+        XCTAssertEqual(value[3] as? String, "gradient")
+        var expression = Expression.neutral
+        expression[.jawOpen] = jawOpen
+        let canvas = try CairoCanvas(width: width, height: height)
+        let rect = Rect(x: 0, y: 0, width: Float(width), height: Float(height))
+        AvatarRenderer().render(expression, into: canvas, rect: rect, style: .mask, background: .gradient)
+        let swift = canvas.rgbImage().pixels
+        XCTAssertEqual(swift.count, page.count)
+        let lips = AvatarRig.canonical.pose(for: expression, in: rect).bounds(of: .outerLips)
+        var total = 0.0, mouth = 0.0, mouthCount = 0, strong = 0
+        for y in 0..<height {
+            for x in 0..<width {
+                let i = (y * width + x) * 3
+                let delta = (0..<3).reduce(0) { $0 + abs(Int(swift[i + $1]) - Int(page[i + $1])) }
+                total += Double(delta) / 3
+                if delta > 48 { strong += 1 }
+                if Float(x) >= lips.x - 6, Float(x) <= lips.x + lips.width + 6, Float(y) >= lips.y - 6, Float(y) <= lips.y + lips.height + 6 {
+                    mouth += Double(delta) / 3
+                    mouthCount += 1
+                }
+            }
+        }
+        let pixels = Double(max(width * height, 1))
+        return (total / pixels, mouth / Double(max(mouthCount, 1)), Double(strong) / pixels)
     }
 
     private func assertNeverAskedForVideo(_ browser: BrowserSession, atLeast: Int = 1, line: UInt = #line) throws {
