@@ -94,6 +94,7 @@ async function boot() {
   }
   $('corner').value = load('corner') || 'bottom-right';
   $('self').dataset.corner = $('corner').value;
+  debug.readyMillis = performance.now();
   debug.ready = true;
 }
 
@@ -165,11 +166,12 @@ async function join() {
   state.ws = ws;
   ws.onopen = () => send({ type: 'join', room, user, token });
   ws.onmessage = (event) => {
+    if (state.ws !== ws) return;
     let message;
     try { message = JSON.parse(event.data); } catch { return; }
     received(message);
   };
-  ws.onclose = (event) => closed(event);
+  ws.onclose = (event) => { if (state.ws === ws) closed(event); };
 }
 
 /** Asks for the microphone (audio only, never video). Without one the page still joins: it sends silence. */
@@ -305,8 +307,9 @@ function rejoin() {
   const ws = new WebSocket(`${scheme}//${location.host}/ws`);
   state.ws = ws;
   ws.onopen = () => send({ type: 'join', room: state.room, user: state.user, token: $('token').value.trim() });
-  ws.onmessage = (event) => { try { received(JSON.parse(event.data)); } catch { /* ignore */ } };
+  ws.onmessage = (event) => { if (state.ws === ws) { try { received(JSON.parse(event.data)); } catch { /* ignore */ } } };
   ws.onclose = () => {
+    if (state.ws !== ws) return;
     state.ws = null;
     stopTimers();
     if (!state.leaving) setTimeout(() => { if (!state.leaving) rejoin(); }, 2000);
@@ -324,6 +327,7 @@ function leave() {
   state.leaving = true;
   sendLeave();
   const ws = state.ws;
+  state.ws = null;
   setTimeout(() => ws?.close(1000), 100);
   endCall('You left the call.', true);
 }

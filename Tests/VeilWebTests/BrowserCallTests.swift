@@ -255,6 +255,12 @@ final class BrowserCallTests: XCTestCase {
         try openPage(browser, room: "r4", user: "web")
         XCTAssertEqual(try browser.execute("return document.featurePolicy ? document.featurePolicy.allowsFeature('camera') : null") as? Bool, false,
                        "the server's Permissions-Policy forbids the camera")
+        let load = try browser.execute("""
+            const n = performance.getEntriesByType('navigation')[0];
+            return [window.veil.readyMillis, n.loadEventEnd, performance.getEntriesByType('resource').reduce((a, r) => a + (r.transferSize || 0), n.transferSize || 0)];
+            """) as? [Double] ?? []
+        print("page load: ready to join \(Int(load.first ?? -1)) ms after navigation (rig loaded, modules imported), load event \(Int(load.dropFirst().first ?? -1)) ms, \(Int((load.last ?? 0) / 1024)) KiB transferred")
+        XCTAssertLessThan(load.first ?? .infinity, 3000, "the page should be ready to join within 3 s on this machine")
         try browser.driver.request("POST", "session/\(browser.id)/window/rect", ["width": 390, "height": 800])
         try browser.execute("document.getElementById('join').click()")
         XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), pageState(browser))
