@@ -78,7 +78,8 @@ async function boot() {
   // resumes the call, and otherwise the others see the participant time out.
   for (const id of ['room', 'user', 'token']) $(id).addEventListener('input', () => $(id).removeAttribute('aria-invalid'));
 
-  const [w, a, v] = await Promise.allSettled([import('./wire.js'), import('./avatar.js'), import('./voice.js')]);
+  state.modules = Promise.allSettled([import('./wire.js'), import('./avatar.js'), import('./voice.js')]);
+  const [w, a, v] = await state.modules;
   if (w.status === 'fulfilled') wire = w.value;
   if (a.status === 'fulfilled') avatar = a.value;
   if (v.status === 'fulfilled') voice = v.value;
@@ -118,7 +119,13 @@ function fillBackgrounds() {
 /** `#room=…&user=…&token=…` fills the form; the fragment then leaves the address bar and history. */
 function readFragment() {
   if (location.hash.length < 2) return;
-  const params = new URLSearchParams(location.hash.slice(1));
+  // Split by hand rather than with URLSearchParams, which reads '+' as a space: names may hold '+'.
+  const params = new Map();
+  for (const part of location.hash.slice(1).split('&')) {
+    const equals = part.indexOf('=');
+    if (equals < 0) continue;
+    try { params.set(decodeURIComponent(part.slice(0, equals)), decodeURIComponent(part.slice(equals + 1))); } catch { /* malformed */ }
+  }
   for (const key of ['room', 'user', 'token']) {
     const value = params.get(key);
     if (value) $(key).value = value;
@@ -143,7 +150,10 @@ async function join() {
     $(bad[0]).focus();
     return showLobbyMessage(bad[1]);
   }
-  if (!wire) return showLobbyMessage('This page is incomplete (wire.js did not load): reload it.');
+  if ($('join').disabled) return;
+  $('join').disabled = true;
+  await state.modules;
+  if (!wire) { $('join').disabled = false; return showLobbyMessage('This page is incomplete (wire.js did not load): reload it.'); }
   Object.assign(state, { room, user, leaving: false, joined: false, muted: false, sequence: 0 });
   state.joinStarted = performance.now();
   debug.status = 'joining';
