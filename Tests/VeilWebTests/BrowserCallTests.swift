@@ -306,6 +306,31 @@ final class BrowserCallTests: XCTestCase {
         try assertNeverAskedForVideo(browser, atLeast: 1)
     }
 
+    /// The same user joining from a second tab takes the seat over: the first tab says so and does
+    /// not reconnect (they would evict each other). The name carries a '+', which the link keeps.
+    func testASecondTabTakesTheSeatOver() throws {
+        let browser = try browser()
+        defer { browser.delete() }
+        try openPage(browser, room: "r5", user: "ana+web")
+        XCTAssertEqual(try browser.execute("return document.getElementById('user').value") as? String, "ana+web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        let first = try XCTUnwrap(browser.windowHandles().first)
+        let second = try browser.newTab()
+        try browser.switchTo(second)
+        try openPage(browser, room: "r5", user: "ana+web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        try browser.switchTo(first)
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), pageState(browser))
+        let message = try browser.execute("return document.getElementById('message').textContent") as? String ?? ""
+        XCTAssertTrue(message.contains("another tab or device"), message)
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "left", "the first tab must not reconnect")
+        XCTAssertEqual(server.status().participants, 1)
+        XCTAssertEqual(server.status().connections, 1)
+    }
+
     // MARK: - The page
 
     /// A browser whose pages all run `probeScript` first.
