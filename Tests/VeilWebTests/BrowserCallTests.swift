@@ -331,6 +331,37 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertEqual(server.status().connections, 1)
     }
 
+    /// The server restarts under a call: the page reconnects and rejoins by itself, and voice and
+    /// expressions flow again.
+    func testThePageRejoinsAfterTheServerRestarts() throws {
+        let carol = try nativeSession(room: "r6", user: "carol")
+        let carolLog = EventRecorder(carol)
+        carol.start()
+        let sender = sendExpressions(from: carol, jaw: Jaw(0.3))
+        defer { sender.cancel() }
+        XCTAssertTrue(wait(10) { carolLog.joined })
+        let browser = try browser()
+        defer { browser.delete() }
+        try openPage(browser, room: "r6", user: "web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), pageState(browser))
+
+        let port = try XCTUnwrap(server.port)
+        let secret = server.configuration.secret
+        server.stop()
+        let restartedAt = Date()
+        server = RoomServer(configuration: .init(secret: secret, host: "127.0.0.1", port: port, webRoot: Self.webDirectory))
+        try server.start()
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined' && window.veil.callMessage && window.veil.callMessage.includes('reconnecting')", timeout: 5),
+                      "the page should say it reconnects: \(pageState(browser))")
+        XCTAssertTrue(wait(15) { self.server.status().participants == 2 }, "both should be back in the room: \(pageState(browser))")
+        let framesBefore = carolLog.frames(from: "web").count
+        let decodedBefore = try browser.execute("return window.veil.remotes.carol?.framesDecoded ?? 0") as? Int ?? 0
+        XCTAssertTrue(wait(10) { carolLog.frames(from: "web").count > framesBefore + 30 }, "frames from the page should flow again")
+        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > \(decodedBefore + 30)", timeout: 10), pageState(browser))
+        print("server restart: both back in the room and frames flowing \(String(format: "%.1f", Date().timeIntervalSince(restartedAt))) s later")
+    }
+
     // MARK: - The page
 
     /// A browser whose pages all run `probeScript` first.
