@@ -18,16 +18,27 @@ public struct AvatarRigData: Codable, Equatable, Sendable {
 
     /// Indices of the named control points in `points` (see docs/avatar.md).
     public struct Layout: Codable, Equatable, Sendable {
+        /// The number of control points.
         public var pointCount: Int
+        /// First of each eye's nine points: inner corner, upper lid ×3, outer corner, lower lid ×3, iris.
         public var rightEye: Int, leftEye: Int
+        /// First of each brow's five points, inner → outer.
         public var rightBrow: Int, leftBrow: Int
+        /// The nose's points; each bridge line has two (upper, lower).
         public var noseTip: Int, columella: Int
+        /// See `noseTip`.
         public var rightAlar: Int, leftAlar: Int, rightNostril: Int, leftNostril: Int
+        /// See `noseTip`.
         public var rightBridge: Int, leftBridge: Int
+        /// The mouth corners.
         public var rightCorner: Int, leftCorner: Int
+        /// First of the lip edges' points (5, 3, 3, 3; viewer's left → right) and the tongue tip.
         public var upperOuter: Int, upperInner: Int, lowerInner: Int, lowerOuter: Int, tongue: Int
+        /// Cheek centres and ears.
         public var rightCheek: Int, leftCheek: Int, rightEar: Int, leftEar: Int
+        /// The loop between skin and hair, and the head's centre.
         public var skinLoop: Int, skinLoopCount: Int, headCenter: Int
+        /// The surface samples: `meridians` × `depthSamples` points each, front to back.
         public var headGrid: Int, hairGrid: Int, meridians: Int, depthSamples: Int
 
         /// The layout the renderers' code is written against (`RigPoint`).
@@ -52,12 +63,14 @@ public struct AvatarRigData: Codable, Equatable, Sendable {
     /// Where the head sits in a view of width w and height h: scale = min(h × heightScale,
     /// w × widthScale) pixels per rig unit, centred horizontally, at centreY × h from the top.
     public struct Placement: Codable, Equatable, Sendable {
+        /// See the type's description.
         public var heightScale: Float, widthScale: Float, centerY: Float
     }
 
     /// Limits of the solve: the largest head rotations drawn (degrees), and the smallest gaps
     /// (rig units) kept between lids and between lips however the displacements sum.
     public struct Limits: Codable, Equatable, Sendable {
+        /// Largest yaw and pitch drawn, in degrees.
         public var maxYaw: Float, maxPitch: Float
         /// An upper lid stays this far above the lower lid below it.
         public var lidGap: Float
@@ -72,27 +85,35 @@ public struct AvatarRigData: Codable, Equatable, Sendable {
     /// How an explicit gaze moves the eyes: iris travel at |gaze| = 1, and how far the upper lids
     /// follow a downward look (`lidFollow` × `lidProfile[k]` for lid point k).
     public struct GazeMotion: Codable, Equatable, Sendable {
+        /// See the type's description.
         public var irisTravelX: Float, irisTravelY: Float, lidFollow: Float
+        /// Per upper-lid point (inner → outer), its share of `lidFollow`.
         public var lidProfile: [Float]
     }
 
     /// How the parts of the skin loop that face away are pushed out beyond the silhouette: by
     /// smoothstep(from, to, normal z) × push head units.
     public struct SkinLoopHiding: Codable, Equatable, Sendable {
+        /// See the type's description.
         public var from: Float, to: Float, push: Float
     }
 
     /// One blendshape's displacement field: at full strength point `points[i]` moves by `offsets[i]`.
     public struct Displacements: Codable, Equatable, Sendable {
+        /// Indices of the points moved, in the order the offsets are applied.
         public var points: [Int]
+        /// Each point's displacement at full strength, rig units.
         public var offsets: [SIMD3<Float>]
     }
 
     /// A colour written as `#rrggbb` when opaque and `rgba(r,g,b,a)` otherwise (CSS syntax).
     public struct ColorText: Codable, Equatable, Sendable {
+        /// The colour.
         public var color: Color
+        /// Wraps `color`.
         public init(_ color: Color) { self.color = color }
 
+        /// Reads `#rrggbb` or `rgba(r,g,b,a)`.
         public init(from decoder: any Decoder) throws {
             let text = try decoder.singleValueContainer().decode(String.self)
             guard let color = ColorText.parse(text) else {
@@ -102,6 +123,7 @@ public struct AvatarRigData: Codable, Equatable, Sendable {
             self.color = color
         }
 
+        /// Writes `#rrggbb` or `rgba(r,g,b,a)`; only 8-bit sRGB components can be written.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.singleValueContainer()
             let components = [color.red, color.green, color.blue].map { ($0 * 255).rounded() }
@@ -132,37 +154,53 @@ public struct AvatarRigData: Codable, Equatable, Sendable {
     /// A named style: line art (`sketch`) or filled shapes (`mask`), with the fields of
     /// `SketchStyle` or `MaskStyle`.
     public struct Style: Codable, Equatable, Sendable {
+        /// `sketch` or `mask`.
         public var kind: String
-        // sketch
+        /// Sketch: as in `SketchStyle`.
         public var lineColor: ColorText?
+        /// Sketch: as in `SketchStyle`.
         public var lineWidth: Float?
+        /// Sketch: as in `SketchStyle`.
         public var mouthFillOpacity: Float?
-        // mask
+        /// Mask: as in `MaskStyle` (`hair` and `shirt` may be absent).
         public var skin: ColorText?, skinShade: ColorText?, hair: ColorText?, brows: ColorText?
+        /// See `skin`.
         public var eyeWhite: ColorText?, iris: ColorText?, pupil: ColorText?, lashes: ColorText?
+        /// See `skin`.
         public var lips: ColorText?, mouthInterior: ColorText?, teeth: ColorText?, tongue: ColorText?
+        /// See `skin`.
         public var blush: ColorText?, shadow: ColorText?, shirt: ColorText?
     }
 
     /// A named background: `none`, `solid` (`color`) or `gradient` (`top` to `bottom`).
     public struct Background: Codable, Equatable, Sendable {
+        /// `none`, `solid` or `gradient`.
         public var kind: String
+        /// A solid background's colour.
         public var color: ColorText?
+        /// A gradient's colours.
         public var top: ColorText?
+        /// See `top`.
         public var bottom: ColorText?
     }
 
+    /// `formatName`.
     public var format: String
+    /// The format version (`currentVersion` for data this code reads).
     public var version: Int
     /// What the file is, for a person opening it.
     public var about: String
+    /// Indices of the named points.
     public var layout: Layout
+    /// Where the head sits in a view.
     public var placement: Placement
     /// The point the head turns about (behind and below its centre, towards the neck).
     public var pivot: SIMD3<Float>
+    /// Limits of the solve.
     public var limits: Limits
     /// Iris radius in rig units.
     public var irisRadius: Float
+    /// How an explicit gaze moves irises and lids.
     public var gaze: GazeMotion
     /// Rest positions of all control points, in `layout` order.
     public var points: [SIMD3<Float>]
@@ -170,15 +208,19 @@ public struct AvatarRigData: Codable, Equatable, Sendable {
     public var blendShapes: [String: Displacements]
     /// Outward directions of the outline meridians and of the hair meridians.
     public var outlineDirections: [SIMD3<Float>]
+    /// See `outlineDirections`.
     public var hairDirections: [SIMD3<Float>]
     /// Rest normals of the skin loop, to tell its visible parts from those behind the head.
     public var skinLoopNormals: [SIMD3<Float>]
+    /// How the skin loop's hidden parts are pushed out of sight.
     public var skinLoopHiding: SkinLoopHiding
     /// Named styles (`mask`, `sketch`) and the name of the default one.
     public var styles: [String: Style]
+    /// See `styles`.
     public var defaultStyle: String
     /// Named backgrounds and the name of the default one.
     public var backgrounds: [String: Background]
+    /// See `backgrounds`.
     public var defaultBackground: String
 }
 
@@ -189,6 +231,7 @@ public struct AvatarRigData: Codable, Equatable, Sendable {
 public struct AvatarRigError: Error, CustomStringConvertible, Equatable, Sendable {
     /// The kind of failure; match with `==`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The kind's name, e.g. `"unsupportedVersion"`.
         public let description: String
         /// The file does not exist or cannot be read.
         public static let unreadable = Code(description: "unreadable")
@@ -207,6 +250,7 @@ public struct AvatarRigError: Error, CustomStringConvertible, Equatable, Sendabl
 
     init(_ code: Code, _ description: String) { self.code = code; self.description = description }
 
+    /// Errors of the same kind are equal, whatever their messages.
     public static func == (a: Self, b: Self) -> Bool { a.code == b.code }
 }
 

@@ -15,6 +15,9 @@ final class BrowserAvatarTests: XCTestCase {
         var name: String
         var expression: VeilCore.Expression
         var style: String = "mask"
+        var background: String = "gradient"
+        /// Where in the 320×320 canvas to draw (the whole canvas when nil).
+        var rect: Rect?
     }
 
     static let items: [Item] = [
@@ -30,7 +33,10 @@ final class BrowserAvatarTests: XCTestCase {
         Item(name: "tongue-puff", expression: Sample.expression([.tongueOut: 1, .jawOpen: 0.4, .cheekPuff: 0.6], yaw: 10)),
         Item(name: "sketch-smile", expression: Sample.expression([.jawOpen: 0.5, .mouthSmileLeft: 1, .mouthSmileRight: 0.6], yaw: 12),
              style: "sketch"),
-        Item(name: "sketch-neutral", expression: Sample.expression(), style: "sketch"),
+        Item(name: "sketch-none", expression: Sample.expression([.eyeBlinkRight: 1]), style: "sketch", background: "none"),
+        Item(name: "inset-dark", expression: Sample.expression([.jawOpen: 0.3], yaw: -10), background: "dark",
+             rect: Rect(x: 30, y: 90, width: 200, height: 150)),
+        Item(name: "white-roll", expression: Sample.expression([.mouthPucker: 0.8], roll: -15), background: "white"),
     ]
 
     private static let pageBody = """
@@ -47,7 +53,8 @@ final class BrowserAvatarTests: XCTestCase {
           canvas.width = size; canvas.height = size;
           const ctx = canvas.getContext('2d');
           const expression = { coefficients: Float32Array.from(item.coefficients), headPose: item.headPose, gaze: item.gaze };
-          renderer.draw(ctx, expression, { x: 0, y: 0, width: size, height: size }, { style: item.style, background: 'gradient' });
+          renderer.draw(ctx, expression, item.rect ?? { x: 0, y: 0, width: size, height: size },
+                        { style: item.style, background: item.background });
           const rgba = ctx.getImageData(0, 0, size, size).data;
           const rgb = new Uint8Array(size * size * 3);
           for (let i = 0, j = 0; i < rgba.length; i += 4, j += 3) {
@@ -106,6 +113,27 @@ final class BrowserAvatarTests: XCTestCase {
         return Double(n) / Double(a.width * a.height)
     }
 
+    /// Pixels that differ by more than `threshold` (largest channel) together with all eight
+    /// neighbours: areas painted differently, as opposed to anti-aliased edges, which differ along
+    /// lines one or two pixels wide.
+    private func solidDifferences(_ a: RGBImage, _ b: RGBImage, threshold: Int) -> Int {
+        let w = a.width, h = a.height
+        var differs = [Bool](repeating: false, count: w * h)
+        for p in 0..<(w * h) {
+            let i = p * 3
+            differs[p] = (0..<3).contains { abs(Int(a.pixels[i + $0]) - Int(b.pixels[i + $0])) > threshold }
+        }
+        var count = 0
+        for y in 1..<(h - 1) {
+            for x in 1..<(w - 1) where differs[y * w + x] {
+                var all = true
+                for dy in -1...1 { for dx in -1...1 where !differs[(y + dy) * w + x + dx] { all = false } }
+                if all { count += 1 }
+            }
+        }
+        return count
+    }
+
     private func points(_ value: Any?) -> [Point2] {
         ((value as? [[Double]]) ?? []).map { Point2(Float($0[0]), Float($0[1])) }
     }
@@ -136,7 +164,13 @@ final class BrowserAvatarTests: XCTestCase {
         broken["points"] = (broken["points"] as? [Any])?.dropLast().map { $0 }
         let input: [String: Any] = [
             "size": size,
-            "items": Self.items.map { ["style": $0.style].merging(Self.json($0.expression)) { a, _ in a } },
+            "items": Self.items.map { item -> [String: Any] in
+                var entry = Self.json(item.expression)
+                entry["style"] = item.style
+                entry["background"] = item.background
+                if let r = item.rect { entry["rect"] = ["x": r.x, "y": r.y, "width": r.width, "height": r.height] }
+                return entry
+            },
             "brokenRig": broken,
         ]
         let page = HeadlessChromium.page(imports: ["{ loadRig, parseRig, AvatarRenderer, STYLES, BACKGROUNDS } from 'avatar.js'"],
@@ -159,19 +193,23 @@ final class BrowserAvatarTests: XCTestCase {
         try FileManager.default.createDirectory(at: outputDirectory, withIntermediateDirectories: true)
         var jsImages: [String: RGBImage] = [:], swiftImages: [String: RGBImage] = [:]
         let rect = Rect(x: 0, y: 0, width: Float(size), height: Float(size))
+        let renderer = AvatarRenderer()
         for (item, js) in zip(Self.items, images) {
             let rgb = try XCTUnwrap(Data(base64Encoded: try XCTUnwrap(js["rgb"] as? String)), item.name)
             XCTAssertEqual(rgb.count, size * size * 3)
             var jsImage = RGBImage(width: size, height: size)
             jsImage.pixels = [UInt8](rgb)
             let style = try XCTUnwrap(AvatarStyle.named.first { $0.name == item.style }?.style)
-            let swiftImage = try renderImage(item.expression, width: size, height: size, style: style, background: .gradient)
+            let background = try XCTUnwrap(AvatarBackground.named.first { $0.name == item.background }?.background)
+            let canvas = try CairoCanvas(width: size, height: size)
+            renderer.render(item.expression, into: canvas, rect: item.rect ?? rect, style: style, background: background)
+            let swiftImage = canvas.rgbImage()
             jsImages[item.name] = jsImage
             swiftImages[item.name] = swiftImage
             try writeComparison(swiftImage, jsImage, to: outputDirectory.appendingPathComponent("\(item.name).png"))
 
             // Geometry: the same solve.
-            let pose = AvatarRig.canonical.pose(for: item.expression, in: rect)
+            let pose = AvatarRig.canonical.pose(for: item.expression, in: item.rect ?? rect)
             let geometry = [
                 largestDistance(points(js["outline"]), pose.points(.faceOutline)),
                 largestDistance(points(js["outerLips"]), pose.points(.outerLips)),
@@ -188,15 +226,18 @@ final class BrowserAvatarTests: XCTestCase {
             let eyes = max(meanDifference(swiftImage, jsImage, in: pose.bounds(of: .leftEye).expanded(by: 5)),
                            meanDifference(swiftImage, jsImage, in: pose.bounds(of: .rightEye).expanded(by: 5)))
             let strong = differingShare(swiftImage, jsImage, threshold: 48)
-            print(String(format: "%@: mean |Δ| whole %.3f, mouth %.3f, eyes %.3f; pixels off by > 48: %.4f%%; geometry %.5f px",
-                         item.name, whole, mouth, eyes, strong * 100, geometry))
+            let solid = solidDifferences(swiftImage, jsImage, threshold: 8)
+            print(String(format: "%@: mean |Δ| whole %.3f, mouth %.3f, eyes %.3f; pixels off by > 48: %.4f%%; areas off by > 8: %d px; geometry %.5f px",
+                         item.name, whole, mouth, eyes, strong * 100, solid, geometry))
             // Measured with chromium 156 and Cairo 1.16 at 320×320: whole ≤ 0.47, mouth ≤ 1.9,
-            // eyes ≤ 2.3, strongly differing pixels ≤ 0.005 %; the bounds leave room for other
-            // rasterisers' anti-aliasing, and stay far below what a different expression changes.
+            // eyes ≤ 2.3, strongly differing pixels ≤ 0.005 %, differing areas 0 px; the bounds
+            // leave room for other rasterisers' anti-aliasing, and stay far below what a different
+            // expression changes. A lower lip painted 22 % lighter gives ≥ 147 px of differing area.
             XCTAssertLessThan(whole, 1.0, "\(item.name): whole image")
             XCTAssertLessThan(mouth, 4.0, "\(item.name): mouth region")
             XCTAssertLessThan(eyes, 4.0, "\(item.name): eye regions")
             XCTAssertLessThan(strong, 0.001, "\(item.name): share of strongly differing pixels")
+            XCTAssertLessThanOrEqual(solid, 20, "\(item.name): pixels in areas painted differently")
         }
         print("browser/Swift avatar pairs (Swift | JavaScript | difference × 4): \(outputDirectory.path)")
 

@@ -64,8 +64,9 @@ struct HeadlessChromium {
         let pageURL = dir.appendingPathComponent("page.html")
         try Data(html.utf8).write(to: pageURL)
         let dump = dir.appendingPathComponent("dom.html"), log = dir.appendingPathComponent("chromium.log")
-        fm.createFile(atPath: dump.path, contents: nil)
-        fm.createFile(atPath: log.path, contents: nil)
+        guard fm.createFile(atPath: dump.path, contents: nil), fm.createFile(atPath: log.path, contents: nil) else {
+            throw BrowserTestError("cannot create files in \(dir.path)")
+        }
         let out = try FileHandle(forWritingTo: dump), err = try FileHandle(forWritingTo: log)
         defer { try? out.close(); try? err.close() }
 

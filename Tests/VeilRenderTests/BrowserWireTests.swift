@@ -90,7 +90,8 @@ final class BrowserWireTests: XCTestCase {
                      version: e.version ?? null, message: e.message };
           }
         });
-        return { encoded, decoded, names: BLEND_SHAPES, crcCheck: crc16(new TextEncoder().encode('123456789')) };
+        return { encoded, decoded, names: BLEND_SHAPES, crcCheck: crc16(new TextEncoder().encode('123456789')),
+                 neutral: plain({ expression: neutralExpression() }).expression };
         """
 
     private struct Expected {
@@ -216,12 +217,16 @@ final class BrowserWireTests: XCTestCase {
         toDecode.append(Expected(bytes: withValidChecksum(zeroCoefficient), what: "coefficient byte 0"))
 
         let input: [String: Any] = ["encode": toEncode.map { Self.json($0.frame) }, "decode": toDecode.map { hexString($0.bytes) }]
-        let page = HeadlessChromium.page(imports: ["{ encodeFrame, decodeFrame, WireError, BLEND_SHAPES, crc16 } from 'wire.js'"],
+        let page = HeadlessChromium.page(imports: ["{ encodeFrame, decodeFrame, neutralExpression, WireError, BLEND_SHAPES, crc16 } from 'wire.js'"],
                                          input: try JSONSerialization.data(withJSONObject: input), body: Self.pageBody)
         let result = try XCTUnwrap(try chromium.run(page) as? [String: Any])
 
         XCTAssertEqual(result["names"] as? [String], BlendShape.allCases.map(\.name), "BLEND_SHAPES is Veil's raw order")
         XCTAssertEqual(result["crcCheck"] as? Int, 0x29B1, "CRC-16/CCITT-FALSE check value")
+        let neutral = try XCTUnwrap(result["neutral"] as? [String: Any])
+        XCTAssertEqual(neutral["coefficients"] as? [Double], [Double](repeating: 0, count: 52))
+        XCTAssertEqual(neutral["headPose"] as? [String: Double], ["yaw": 0, "pitch": 0, "roll": 0])
+        XCTAssertTrue(neutral["gaze"] is NSNull, "neutralExpression() has no gaze")
 
         // Encoding: the same bytes as Swift, and as the document for the golden frames.
         let encoded = try XCTUnwrap(result["encoded"] as? [String])
