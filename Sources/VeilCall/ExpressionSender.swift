@@ -30,14 +30,18 @@ public final class ExpressionSender: @unchecked Sendable {
         var generators: [String: VoiceExpressionGenerator] = [:]
         var nextFrameMicros: [String: UInt64] = [:]
         var sequences: [String: UInt32] = [:]
-        /// Drives this participant's own view: every level heard, or silence when none comes.
+        /// Drives this participant's own view: the levels sent to one participant (`ownUser`, kept
+        /// while their audio flows), or silence when none comes.
         var own: VoiceExpressionGenerator
+        var ownUser: String?
         var lastLevelMicros: UInt64?
         var latest: (expression: VeilCore.Expression, isVoiceDriven: Bool)?
         var statistics = Statistics()
+        var started = false
         var stopped = false
     }
 
+    /// The call the frames go out on.
     public let session: CallSession
     /// Voice-driven frames per second and per participant.
     public let framesPerSecond: Double
@@ -57,8 +61,10 @@ public final class ExpressionSender: @unchecked Sendable {
     }
 
     /// Starts making voice-driven frames from the session's outgoing audio; they are sent while the
-    /// voice drives. Ends when the session ends or `stop()` is called.
+    /// voice drives. Ends when the session ends or `stop()` is called; calls after the first do nothing
+    /// (the level stream has one reader).
     public func start() {
+        guard state.withLock({ s in defer { s.started = true }; return !s.started }) else { return }
         Task { [self] in
             for await (user, level) in session.outgoingAudioLevels {
                 if state.withLock({ $0.stopped }) { return }
@@ -126,13 +132,17 @@ public final class ExpressionSender: @unchecked Sendable {
             var generator = s.generators[user] ?? VoiceExpressionGenerator(seed: seed)
             let expression = generator.update(level: level.rms, at: Double(level.timeMicros) / 1e6)
             s.generators[user] = generator
-            let own = s.own.update(level: level.rms, at: Double(level.timeMicros) / 1e6)
-            s.lastLevelMicros = now
+            // The own view follows one connection's audio (each plays an input file from its own start).
+            if s.ownUser == nil || s.ownUser == user || s.lastLevelMicros.map({ now > $0 + 200_000 }) ?? true {
+                s.ownUser = user
+                s.lastLevelMicros = now
+                let own = s.own.update(level: level.rms, at: Double(level.timeMicros) / 1e6)
+                if s.fallback.source(at: now) == .voice { s.latest = (own, true) }
+            }
             guard s.fallback.source(at: now) == .voice else {
                 s.nextFrameMicros[user] = nil
                 return nil
             }
-            s.latest = (own, true)
             if let next = s.nextFrameMicros[user], level.timeMicros < next, next - level.timeMicros <= period { return nil }
             let next = s.nextFrameMicros[user].map { $0 + period } ?? level.timeMicros + period
             s.nextFrameMicros[user] = next > level.timeMicros ? next : level.timeMicros + period

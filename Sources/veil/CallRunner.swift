@@ -255,7 +255,7 @@ final class CallRunner: @unchecked Sendable {
                 let isVoice = playout.isVoiceDriven && playout.faceWeight > 0.5
                 if voiceDriven[user] != isVoice, isVoice || voiceDriven[user] != nil {
                     emit(["event": "voiceDriven", "user": user, "voiceDriven": isVoice],
-                         human: isVoice ? "\(user)'s avatar follows their voice (no face from their camera)" : "\(user)'s avatar follows their face again")
+                         human: isVoice ? "\(user)'s avatar follows their voice (no face from their camera)" : "\(user)'s avatar no longer follows their voice")
                 }
                 voiceDriven[user] = isVoice
                 views.append(CompositorView(expression: playout.expression,

@@ -37,7 +37,8 @@ OPTIONS:
   --privacy-filter         Make your expressions less characteristic of your face (per-person
                            gain, symmetric left/right, small nods and glances dropped): costs
                            winks and one-sided expressions (docs/privacy.md)
-  --json                   Print events and statistics (every 2 s) as JSON lines on stdout
+  --json                   Print events and statistics (every 2 s) as JSON lines on stdout, and
+                           the run's figures as a last line {"event":"report",...}
 
 KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound server) · b background ·
   p picture-in-picture corner / grid · q leave
@@ -136,6 +137,16 @@ func runCall(_ argv: [String]) throws {
     }
     defer { signals.forEach { $0.cancel() } }
     let report = try runner.run()
+    if options.json, let data = try? JSONEncoder().encode(report),
+       var fields = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+        // The run's figures as a last line (frames sent from camera or voice, received, ...).
+        fields["event"] = "report"
+        fields["events"] = nil
+        if let line = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]) {
+            print(String(decoding: line, as: UTF8.self))
+            fflush(stdout)
+        }
+    }
     if !options.json && !options.quiet {
         Terminal.note("left \(room): \(report.framesRendered) frames shown, join \(report.joinMilliseconds.map { String(format: "%.0f ms", $0) } ?? "-")")
     }

@@ -45,7 +45,7 @@ final class VoiceDrivenCallTests: XCTestCase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let speechFile = try Self.speak(text, in: directory)
         let secret = ServerSecret.random()
-        let server = RoomServer(configuration: .init(secret: secret))
+        let server = RoomServer(configuration: .init(secret: secret, port: 0))
         let url = try server.start()
         let authority = TokenAuthority(secret: secret)
         var aliceConfiguration = CallSession.Configuration(server: url, room: "voice", user: "alice",
@@ -133,6 +133,39 @@ final class VoiceDrivenCallTests: XCTestCase {
         XCTAssertEqual(sender.statistics.cameraFrames, 0)
     }
 
+    func testMutingClosesTheVoiceDrivenMouth() throws {
+        let call = try startCall("Now I keep talking for a while, on and on, so that you can hear me, then not hear me while I am muted, and then hear me again when I unmute myself.")
+        defer { end(call) }
+        let sender = ExpressionSender(session: call.alice, hasCamera: false, seed: 1)
+        sender.start()
+        defer { sender.stop() }
+        let deadline = Date().addingTimeInterval(15)
+        while call.alice.audioFileStartMicros(for: "bob") == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        _ = try XCTUnwrap(call.alice.audioFileStartMicros(for: "bob"), "the call did not connect within 15 s")
+        Thread.sleep(forTimeInterval: 2)
+        let mutedAt = call.alice.mediaTimeMicros
+        call.alice.setMuted(true)
+        Thread.sleep(forTimeInterval: 2)
+        let unmutedAt = call.alice.mediaTimeMicros
+        call.alice.setMuted(false)
+        Thread.sleep(forTimeInterval: 2.5)
+        let frames = call.received.withLock { $0 }.map(\.frame)
+        func jaw(_ from: UInt64, _ to: UInt64) -> [Float] {
+            frames.filter { $0.captureTimeMicros >= from && $0.captureTimeMicros < to }.map { $0.expression[.jawOpen] }
+        }
+        let before = jaw(mutedAt - 1_500_000, mutedAt), muted = jaw(mutedAt + 800_000, unmutedAt), after = jaw(unmutedAt + 300_000, unmutedAt + 2_300_000)
+        let open = frames.filter { $0.captureTimeMicros >= mutedAt && $0.captureTimeMicros < unmutedAt && $0.expression[.jawOpen] > 0.03 }
+        print("muting: open frames at \(open.map { (Int64($0.captureTimeMicros) - Int64(mutedAt)) / 1000 }) ms after muting")
+        print("muting: jaw up to \(before.max() ?? 0) before, \(muted.max() ?? 0) while muted (\(muted.count) frames), \(after.max() ?? 0) after")
+        XCTAssertGreaterThan(before.max() ?? 0, 0.3)
+        // The mute reaches the pipeline through the call's loop, then the jaw closes in about 250 ms;
+        // the last 1.2 s of the 2 s muted are judged.
+        XCTAssertGreaterThan(muted.count, 25, "frames stopped while muted")
+        XCTAssertLessThan(muted.max() ?? 1, 0.03, "the mouth moved while the voice was muted")
+        XCTAssertGreaterThan(after.max() ?? 0, 0.3, "the mouth did not move again after unmuting")
+        XCTAssertTrue(frames.allSatisfy(\.isVoiceDriven))
+    }
+
     func testALostFaceHandsOverToTheVoiceAfterASecondAndBackWhenItReturns() throws {
         let call = try startCall("I am talking while I move out of view of my camera, and then I come back again to show my face.")
         defer { end(call) }
@@ -174,21 +207,23 @@ final class VoiceDrivenCallTests: XCTestCase {
         XCTAssertTrue(frames.filter { $0.captureTimeMicros < lostAt }.allSatisfy(isFace))
         let lostFrames = frames.filter { $0.state == .lost }
         let lastLost = try XCTUnwrap(lostFrames.map(\.captureTimeMicros).max(), "no lost frame arrived")
-        XCTAssertGreaterThanOrEqual(lastLost - lostAt, 900_000, "lost frames stopped too early")
+        XCTAssertGreaterThanOrEqual(lastLost - lostAt, 800_000, "lost frames stopped too early")
         XCTAssertLessThan(lastLost - lostAt, 1_100_000, "lost frames went on too long")
         // Then the voice: voice-driven frames from about a second after the loss until the face is back.
         let voice = frames.filter(\.isVoiceDriven)
         let firstVoice = try XCTUnwrap(voice.map(\.captureTimeMicros).min(), "no voice-driven frame arrived")
         let lastVoice = try XCTUnwrap(voice.map(\.captureTimeMicros).max())
         print("face lost at 1.5 s: lost frames for \((lastLost - lostAt) / 1000) ms, voice-driven frames \((firstVoice - lostAt) / 1000)…\((lastVoice - lostAt) / 1000) ms, face back at \((backAt - lostAt) / 1000) ms; \(voice.count) voice frames, jaw max \(voice.map { $0.expression[.jawOpen] }.max() ?? 0)")
-        XCTAssertGreaterThanOrEqual(firstVoice, lostAt + 950_000)
-        XCTAssertLessThan(firstVoice, lostAt + 1_150_000)
+        // Voice frames carry their audio's capture time, which trails the moment of the handover by
+        // the capture buffer and the hop to the sender (tens of ms; more on a loaded machine).
+        XCTAssertGreaterThanOrEqual(firstVoice, lostAt + 850_000)
+        XCTAssertLessThan(firstVoice, lostAt + 1_300_000)
         XCTAssertGreaterThan(voice.count, 30)
         XCTAssertGreaterThan(voice.map { $0.expression[.jawOpen] }.max() ?? 0, 0.2, "alice spoke, the voice-driven mouth stayed shut")
         XCTAssertTrue(voice.allSatisfy { $0.expression[.mouthSmileLeft] == 0 }, "a voice-driven frame carried the face's smile")
         // The face is back: its frames from its first tracked frame on, and no voice after it.
         XCTAssertLessThan(lastVoice, backAt + 50_000, "voice-driven frames went on after the face returned")
-        XCTAssertGreaterThanOrEqual(lastVoice + 200_000, backAt, "the voice stopped long before the face returned")
+        XCTAssertGreaterThanOrEqual(lastVoice + 400_000, backAt, "the voice stopped long before the face returned")
         let back = frames.filter { $0.captureTimeMicros >= backAt }
         XCTAssertGreaterThan(back.filter(isFace).count, 30)
         XCTAssertEqual(back.filter(isFace).map(\.captureTimeMicros).min(), backAt, "the first frame after the face returned was not sent")

@@ -94,4 +94,92 @@ final class VoiceExpressionBrowserTests: XCTestCase {
         XCTAssertGreaterThan(jaw.suffix(loud.count).max() ?? 0, 0.3)
         XCTAssertGreaterThan(swift.map { $0[.eyeBlinkLeft] }.max() ?? 0, 0.9)
     }
+
+    /// `MicrophoneLevel` on Chromium's fake microphone (periodic beeps): the level rises and falls
+    /// with the beeps and a `VoiceExpression` fed from it opens and closes the mouth. Served over
+    /// HTTP (getUserMedia needs a real origin) by a small Python server that also holds the page's
+    /// load event for 4 s, so that `--dump-dom` waits while real audio flows.
+    func testMicrophoneLevelFollowsAFakeMicrophone() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("veil-voice-mic-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(at: Self.repository.appendingPathComponent("web/voice.js"), to: directory.appendingPathComponent("voice.js"))
+        try """
+        import http.server, sys, time
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *a, **k): super().__init__(*a, directory=sys.argv[1], **k)
+            def log_message(self, *a): pass
+            def do_GET(self):
+                if self.path.startswith('/hold'):
+                    time.sleep(4); self.send_response(204); self.end_headers(); return
+                super().do_GET()
+        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        print(server.server_address[1], flush=True)
+        server.serve_forever()
+        """.write(to: directory.appendingPathComponent("serve.py"), atomically: true, encoding: .utf8)
+        try """
+        <!doctype html><html><body><pre id="out">not run</pre><img src="/hold">
+        <script type="module">
+        import { MicrophoneLevel, VoiceExpression } from './voice.js';
+        const out = document.getElementById('out');
+        try {
+          const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+          const mic = new MicrophoneLevel(stream);
+          await mic.context.resume();
+          const voice = new VoiceExpression({ seed: 3 });
+          const rows = [];
+          const started = performance.now();
+          await new Promise((resolve) => {
+            const tick = () => {
+              const level = mic.read();
+              rows.push([level, voice.update(level, mic.time).coefficients[17]]);
+              if (performance.now() - started > 3000) resolve(); else setTimeout(tick, 16);
+            };
+            tick();
+          });
+          mic.close();
+          out.textContent = JSON.stringify(rows);
+        } catch (e) { out.textContent = 'error ' + e; }
+        </script></body></html>
+        """.write(to: directory.appendingPathComponent("mic.html"), atomically: true, encoding: .utf8)
+
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = [directory.appendingPathComponent("serve.py").path, directory.path]
+        let serverOut = Pipe()
+        server.standardOutput = serverOut
+        try server.run()
+        defer { server.terminate(); server.waitUntilExit() }
+        var portText = ""
+        while !portText.contains("\n") {
+            let chunk = serverOut.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            portText += String(decoding: chunk, as: UTF8.self)
+        }
+        let port = try XCTUnwrap(Int(portText.trimmingCharacters(in: .whitespacesAndNewlines)), "the page server did not start")
+
+        let chromium = Process()
+        chromium.executableURL = URL(fileURLWithPath: "/usr/bin/chromium")
+        chromium.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--use-fake-device-for-media-stream",
+                              "--use-fake-ui-for-media-stream", "--autoplay-policy=no-user-gesture-required",
+                              "--user-data-dir=\(directory.appendingPathComponent("profile").path)",
+                              "--dump-dom", "http://127.0.0.1:\(port)/mic.html"]
+        let out = Pipe()
+        chromium.standardOutput = out
+        chromium.standardError = FileHandle.nullDevice
+        try chromium.run()
+        let dom = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        chromium.waitUntilExit()
+        let start = try XCTUnwrap(dom.range(of: "<pre id=\"out\">"))
+        let end = try XCTUnwrap(dom.range(of: "</pre>", range: start.upperBound..<dom.endIndex))
+        let text = String(dom[start.upperBound..<end.lowerBound])
+        let rows = try XCTUnwrap(try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[Double]], "page output: \(text.prefix(300))")
+        let levels = rows.map { $0[0] }, jaw = rows.map { $0[1] }
+        print("MicrophoneLevel on the fake microphone: \(rows.count) reads, level \(levels.min() ?? 0)…\(levels.max() ?? 0), jaw up to \(jaw.max() ?? 0), last \(jaw.last ?? 0)")
+        XCTAssertGreaterThan(rows.count, 60)
+        XCTAssertGreaterThan(levels.max() ?? 0, 0.05, "the fake microphone's beeps were not measured")
+        XCTAssertLessThan(levels.min() ?? 1, 0.01, "no quiet between the beeps")
+        XCTAssertGreaterThan(jaw.max() ?? 0, 0.3, "the mouth did not open with the beeps")
+        XCTAssertTrue(zip(levels, jaw).contains { $0 < 0.001 && $1 < 0.01 }, "the mouth never closed between the beeps")
+    }
 }
