@@ -80,7 +80,7 @@ final class ServeWebTests: XCTestCase {
         guard let range = log.range(of: #"ws://127\.0\.0\.1:(\d+)/ws"#, options: .regularExpression),
               let port = Int(log[range].dropFirst("ws://127.0.0.1:".count).dropLast(3)) else {
             process.terminate()
-            throw XCTSkip("veil serve did not start: \(log)")
+            throw WebDriver.Failure(description: "veil serve did not start: \(log)")
         }
         return (process, port, log)
     }
