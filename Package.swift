@@ -56,6 +56,8 @@ let package = Package(
         .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilMedia", "VeilTracking"]),
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore"]),
         .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilMedia", "veil"]),
+        // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.
+        .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilRender", "VeilCairo", "veil"]),
     ],
     swiftLanguageVersions: [.v5]
 )

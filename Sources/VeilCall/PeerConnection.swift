@@ -250,6 +250,11 @@ public final class PeerConnection: @unchecked Sendable {
               !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             throw PeerError(.invalidDescription, "remote ICE candidate for m-line \(mline) is malformed; ignored")
         }
+        // Browsers hide their host addresses behind random mDNS names (`<uuid>.local`) until the
+        // page may use the microphone. libnice cannot reach them (it would try to resolve them,
+        // in vain without an mDNS resolver), but nothing is lost: the browser's connectivity checks
+        // reach this side's own candidates, and ICE pairs them as peer-reflexive.
+        if ICECandidate.hasMulticastDNSAddress(text) { return }
         onLoop { $0.applyRemoteCandidate(ICECandidate(mline: mline, candidate: text)) }
     }
 

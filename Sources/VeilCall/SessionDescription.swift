@@ -33,6 +33,16 @@ public struct ICECandidate: Hashable, Sendable {
     }
 }
 
+extension ICECandidate {
+    /// Whether `candidate` (a `candidate:` attribute value) gives its address as an mDNS name
+    /// (`….local`, RFC 8445 plus draft-ietf-mmusic-mdns-ice-candidates), as browsers do.
+    public static func hasMulticastDNSAddress(_ candidate: String) -> Bool {
+        let fields = candidate.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count > 4 else { return false }
+        return fields[4].lowercased().hasSuffix(".local")
+    }
+}
+
 /// What a `PeerConnection` asks the signaling channel to deliver to the remote peer, in order.
 public enum PeerSignal: Hashable, Sendable {
     /// The local offer or answer.

@@ -10,6 +10,8 @@ import VeilGLib
 /// - `GET /health` answers `{"participants":n,"rooms":n,"status":"ok","uptimeSeconds":n}`.
 /// - `/ws` is the WebSocket of the signaling protocol (docs/protocol.md); `RoomDirectory` decides
 ///   everything, this class only carries bytes and time to it and its actions back out.
+/// - With `Configuration.webRoot`, every other path is a file of that directory (`StaticFiles`):
+///   the browser client at `/`.
 ///
 /// ```swift
 /// let server = RoomServer(configuration: .init(secret: secret, port: 0))
@@ -38,13 +40,17 @@ public final class RoomServer: @unchecked Sendable {
         /// after it was accepted, or it is shut down (connections that send nothing, or half a
         /// request, would otherwise hold a descriptor for good). Default 10 s.
         public var handshakeTimeout: TimeInterval
+        /// A directory served read-only at `/` (the browser client, `web/`; see `StaticFiles`), or
+        /// nil to serve only `/health` and `/ws`.
+        public var webRoot: URL?
 
-        /// A configuration; by default 127.0.0.1:7878, rooms of 8.
+        /// A configuration; by default 127.0.0.1:7878, rooms of 8, no web directory.
         public init(secret: ServerSecret, host: String = "127.0.0.1", port: Int = RoomServer.defaultPort,
                     rooms: RoomDirectory.Configuration = .init(), handshakeTimeout: TimeInterval = 10,
+                    webRoot: URL? = nil,
                     clock: @escaping @Sendable () -> SignalingTime = { SignalingTime.now() }) {
             self.secret = secret; self.host = host; self.port = port; self.rooms = rooms; self.clock = clock
-            self.handshakeTimeout = handshakeTimeout
+            self.handshakeTimeout = handshakeTimeout; self.webRoot = webRoot
         }
     }
 
@@ -107,6 +113,11 @@ public final class RoomServer: @unchecked Sendable {
     public var port: Int? { lifecycle.withLock { $0.port } }
     /// `ws://host:port/ws`, once started (a wildcard host is given as the loopback address).
     public var webSocketURL: URL? { lifecycle.withLock { $0.webSocketURL } }
+    /// `http://host:port/`, once started: the browser client when `webRoot` is set.
+    public var pageURL: URL? {
+        webSocketURL.flatMap { URL(string: $0.absoluteString.replacingOccurrences(of: "ws://", with: "http://")
+            .replacingOccurrences(of: Self.webSocketPath, with: "/")) }
+    }
     /// `http://host:port/health`, once started.
     public var healthURL: URL? {
         webSocketURL.flatMap { URL(string: $0.absoluteString.replacingOccurrences(of: "ws://", with: "http://")
@@ -200,6 +211,7 @@ final class ServerCore: @unchecked Sendable {
     private var sockets: [UnsafeMutableRawPointer: TransportSocket] = [:]
     private let socketLimit: Int
     private let handshakeTimeout: TimeInterval
+    private let files: StaticFiles?
     private var nextID: UInt64 = 1
     private var pending: [RoomDirectory.Event] = []
     private var processing = false
@@ -230,6 +242,11 @@ final class ServerCore: @unchecked Sendable {
         }
         socketLimit = rooms.maximumConnections + RoomServer.socketHeadroom
         handshakeTimeout = configuration.handshakeTimeout
+        do {
+            files = try configuration.webRoot.map { try StaticFiles(directory: $0) }
+        } catch {
+            throw VeilError.invalidInput("cannot serve the web client: \(error)")
+        }
         directory = RoomDirectory(configuration: rooms, tokens: TokenAuthority(secret: configuration.secret))
         startedAt = configuration.clock().monotonic
 
@@ -455,20 +472,33 @@ final class ServerCore: @unchecked Sendable {
         case RoomServer.webSocketPath:
             respond(message, status: 426, json: #"{"error":"connect with a WebSocket client (signaling protocol v1)"}"#)
         default:
-            respond(message, status: 404, json: #"{"error":"not found: try /health or the WebSocket at /ws"}"#)
+            let headers = soup_server_message_get_request_headers(message)
+            let tag = soup_message_headers_get_one(headers, "If-None-Match").map { String(cString: $0) }
+            if let file = files?.response(method: method, path: path, ifNoneMatch: tag) {
+                return respond(message, status: file.status, contentType: file.contentType, body: file.body, headers: file.headers)
+            }
+            respond(message, status: 404, json: files == nil ? #"{"error":"not found: try /health or the WebSocket at /ws"}"#
+                                                             : #"{"error":"not found"}"#)
         }
     }
 
     private func respond(_ message: OpaquePointer, status: UInt32, json: String) {
+        respond(message, status: status, contentType: "application/json", body: Array(json.utf8), headers: [])
+    }
+
+    private func respond(_ message: OpaquePointer, status: UInt32, contentType: String, body: [UInt8], headers: [(String, String)]) {
         soup_server_message_set_status(message, guint(status), nil)
+        let responseHeaders = soup_server_message_get_response_headers(message)
         // One answer per connection: libsoup 3.2 never notices when a client closes an idle
         // keep-alive connection, which would otherwise stay in CLOSE_WAIT and hold a descriptor
-        // for good (fixed upstream in 3.4). Health checks do not need keep-alive.
-        soup_message_headers_replace(soup_server_message_get_response_headers(message), "Connection", "close")
-        let body = Array(json.utf8)
+        // for good (fixed upstream in 3.4). Health checks do not need keep-alive, and the page's
+        // handful of files load in parallel over fresh local connections, revalidated by ETag.
+        soup_message_headers_replace(responseHeaders, "Connection", "close")
+        for (name, value) in headers { soup_message_headers_replace(responseHeaders, name, value) }
+        if status == 304 { return }
         body.withUnsafeBufferPointer { buffer in
             buffer.baseAddress?.withMemoryRebound(to: CChar.self, capacity: buffer.count) { text in
-                soup_server_message_set_response(message, "application/json", SOUP_MEMORY_COPY, text, gsize(buffer.count))
+                soup_server_message_set_response(message, contentType, SOUP_MEMORY_COPY, text, gsize(buffer.count))
             }
         }
     }

@@ -9,7 +9,8 @@ import Glibc
 let serveCommand = Command(name: "serve", help: """
 USAGE: veil serve [options]
 
-Runs the room server: WebSocket signaling at /ws (docs/protocol.md) and GET /health. Clients join
+Runs the room server: WebSocket signaling at /ws (docs/protocol.md), GET /health, and the browser
+client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call). Clients join
 a room with a token from `veil token`; the server relays their WebRTC offers, answers and ICE
 candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and mutes.
 Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM.
@@ -28,6 +29,10 @@ OPTIONS:
   --ice-server URL     A STUN/TURN server handed to clients in `joined` (comma-separated for
                        several): stun:HOST:PORT, or turn:USER:PASSWORD@HOST:PORT for a TURN server
                        with a static user (every client gets that user)
+  --web DIR            The browser client's directory, served at / (default: $VEIL_WEB, else the
+                       checkout's web/ found from here or from the executable); `none` serves only
+                       /health and /ws. Browsers need HTTPS for the microphone anywhere but
+                       localhost: see docs/browser.md
 """, run: runServe)
 
 let tokenCommand = Command(name: "token", help: """
@@ -54,7 +59,7 @@ func loadSecret(_ args: Arguments, createIfMissing: Bool) throws -> (ServerSecre
 }
 
 func runServe(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server", "max-connections"], booleans: [])
+    let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server", "max-connections", "web"], booleans: [])
     guard args.positionals.isEmpty else { throw UsageError("serve takes no positional arguments") }
     let port = try args.int("port", default: RoomServer.defaultPort, range: 0...65535)
     let roomSize = try args.int("room-size", default: 8, range: 2...32)
@@ -62,13 +67,15 @@ func runServe(_ argv: [String]) throws {
     let host = args.value("host") ?? "127.0.0.1"
     let iceServers = try (args.value("ice-server") ?? "").split(separator: ",").map { try iceServer(String($0)) }
     let (secret, source) = try loadSecret(args, createIfMissing: true)
+    let web = try webDirectory(option: args.value("web"))
     // One descriptor per client: the usual soft limit of 1024 would refuse clients long before the CPU is busy.
     let files = OpenFileLimit.raiseToHard()
     if let problem = files.problem { Terminal.note("veil serve: open-file limit \(files.soft): \(problem)") }
 
     let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
                                                  rooms: .init(maximumParticipants: roomSize, iceServers: iceServers,
-                                                              maximumConnections: maximumConnections)))
+                                                              maximumConnections: maximumConnections),
+                                                 webRoot: web.directory))
     // Log lines go to stdout as they happen, from a task that ends with the event stream.
     let logged = DispatchSemaphore(value: 0)
     Task.detached {
@@ -85,6 +92,11 @@ func runServe(_ argv: [String]) throws {
         Terminal.note("veil serve: at most \(taken) connections (the open-file limit is \(files.soft)); raise it with ulimit -n for more")
     }
     Terminal.note("veil serve: clients connect to \(url.absoluteString); health at \(server.healthURL?.absoluteString ?? "/health"). Ctrl-C stops.")
+    if let directory = web.directory {
+        Terminal.note("veil serve: browser client at \(server.pageURL?.absoluteString ?? "/") (from \(directory.path))")
+    } else if let problem = web.problem {
+        Terminal.note("veil serve: no browser client: \(problem); signaling works as usual")
+    }
 
     let stop = DispatchSemaphore(value: 0)
     let sources = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
@@ -99,6 +111,40 @@ func runServe(_ argv: [String]) throws {
     server.stop()
     _ = logged.wait(timeout: .now() + 2)
     sources.forEach { $0.cancel() }
+}
+
+/// The directory `veil serve` serves at `/`: `--web DIR` (`none`: nothing), else `$VEIL_WEB`, else
+/// a `web/` folder with an `index.html` in the nearest enclosing directory of the working
+/// directory, then of the executable (the checkout it was built in). When none is found the
+/// server still runs, and `problem` says why there is no page.
+func webDirectory(option: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+    throws -> (directory: URL?, problem: String?) {
+    let fm = FileManager.default
+    func hasPage(_ url: URL) -> Bool { fm.fileExists(atPath: url.appendingPathComponent("index.html").path) }
+    if let option {
+        if option == "none" { return (nil, "--web none") }
+        let url = URL(fileURLWithPath: option, isDirectory: true)
+        guard hasPage(url) else { throw UsageError("--web \(option): no index.html there; give the checkout's web/ directory, or none") }
+        return (url, nil)
+    }
+    if let value = environment["VEIL_WEB"], !value.isEmpty {
+        let url = URL(fileURLWithPath: value, isDirectory: true)
+        guard hasPage(url) else { return (nil, "VEIL_WEB=\(value) has no index.html") }
+        return (url, nil)
+    }
+    let starts = [URL(fileURLWithPath: fm.currentDirectoryPath, isDirectory: true),
+                  URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath().deletingLastPathComponent()]
+    for start in starts {
+        var directory = start.standardizedFileURL
+        while true {
+            let candidate = directory.appendingPathComponent("web", isDirectory: true)
+            if hasPage(candidate) { return (candidate, nil) }
+            let parent = directory.deletingLastPathComponent()
+            if parent.path == directory.path { break }
+            directory = parent
+        }
+    }
+    return (nil, "no web/ directory with index.html found from here or from the veil executable; give one with --web DIR or VEIL_WEB")
 }
 
 func runToken(_ argv: [String]) throws {

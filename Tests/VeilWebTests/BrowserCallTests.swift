@@ -1,0 +1,633 @@
+import Foundation
+import Synchronization
+import VeilCairo
+import VeilCall
+import VeilCore
+import VeilRender
+import VeilServer
+import XCTest
+
+/// The browser client (web/) in Debian's headless chromium, driven over WebDriver, in real calls:
+/// a real room server serving the page, a `veil call` process, and a `CallSession` in this process
+/// standing for another native participant whose expressions the test controls.
+final class BrowserCallTests: XCTestCase {
+    private var work: URL!
+    private var server: RoomServer!
+    private var authority: TokenAuthority!
+    private var driver: WebDriver!
+    private var children: [Process] = []
+    private var sessions: [CallSession] = []
+
+    /// The repository's web/ directory.
+    static let webDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("web", isDirectory: true)
+
+    /// Runs in every page before its own scripts: records every getUserMedia request and every
+    /// RTCPeerConnection the page makes, whatever the page itself reports.
+    static let probeScript = """
+    (() => {
+      const probe = window.__veilProbe = { getUserMedia: [], peerConnections: 0 };
+      const record = (constraints) => probe.getUserMedia.push(JSON.stringify(constraints === undefined ? null : constraints));
+      const devices = navigator.mediaDevices;
+      if (devices && devices.getUserMedia) {
+        const original = devices.getUserMedia.bind(devices);
+        devices.getUserMedia = (constraints) => { record(constraints); return original(constraints); };
+      }
+      for (const name of ['getUserMedia', 'webkitGetUserMedia']) {
+        const legacy = navigator[name];
+        if (typeof legacy === 'function') navigator[name] = function (constraints, ...rest) { record(constraints); return legacy.call(navigator, constraints, ...rest); };
+      }
+      const Native = window.RTCPeerConnection;
+      window.RTCPeerConnection = class extends Native { constructor(...args) { super(...args); probe.peerConnections++; } };
+    })();
+    """
+
+    override func setUpWithError() throws {
+        driver = try WebDriver()
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-web-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let secret = ServerSecret.random()
+        authority = TokenAuthority(secret: secret)
+        server = RoomServer(configuration: .init(secret: secret, host: "127.0.0.1", port: 0, webRoot: Self.webDirectory))
+        try server.start()
+    }
+
+    override func tearDownWithError() throws {
+        for child in children where child.isRunning { child.terminate() }
+        for child in children { child.waitUntilExit() }
+        for session in sessions { awaitLeave(session) }
+        driver?.stop()
+        server?.stop()
+        if let work { try? FileManager.default.removeItem(at: work) }
+    }
+
+    // MARK: - Tests
+
+    /// A browser and two native participants (`veil call` with a synthetic camera and a tone, and
+    /// an in-process session whose jaw the test opens and closes): each side hears and sees the other.
+    func testBrowserAndNativeParticipantsHearAndSeeEachOther() throws {
+        let clip = try makeCameraClip()
+        let speech = makeSpeech()
+        // Carol (in process) first, then `veil call`, then the browser: the browser offers to both.
+        let carol = try nativeSession(room: "r1", user: "carol")
+        let carolLog = EventRecorder(carol)
+        carol.start()
+        let jaw = Jaw()
+        let sender = sendExpressions(from: carol, jaw: jaw)
+        defer { sender.cancel() }
+        XCTAssertTrue(wait(10) { carolLog.joined }, "carol did not join")
+        let native = try veil(["call", "--server", server.webSocketURL!.absoluteString, "--room", "r1", "--user", "native",
+                               "--token", try token("r1", "native"), "--video", clip.path, "--audio-in", "tone",
+                               "--out", "none", "--audio-out", "none", "--duration", "16", "--json"])
+        XCTAssertTrue(wait(10) { carolLog.events.contains { if case .participantJoined("native") = $0 { true } else { false } } },
+                      "veil call did not join")
+
+        let browser = try browser(audioFile: speech)
+        defer { browser.delete() }
+        try openPage(browser, room: "r1", user: "web")
+        // The link's fragment filled the form and left the address bar.
+        XCTAssertEqual(try browser.execute("return [location.hash, document.getElementById('room').value, document.getElementById('user').value]") as? [String],
+                       ["", "r1", "web"])
+        let joinStart = Date()
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        let connected = try browser.wait(for: "['native', 'carol'].every((u) => window.veil.remotes[u] && window.veil.remotes[u].state === 'connected')", timeout: 10)
+        XCTAssertTrue(connected, pageState(browser))
+        let joinMillis = Date().timeIntervalSince(joinStart) * 1000
+        let measured = try browser.execute("return [window.veil.certificateMillis, window.veil.firstConnectedMillis]") as? [Double]
+        print("browser join steps (ms after Join): \(try browser.execute("return JSON.stringify(window.veil.timings)") as? String ?? "")")
+        print("browser join: click → both peers connected \(Int(joinMillis)) ms (page: first peer connected \(Int(measured?[1] ?? -1)) ms after Join; certificate made at load in \(Int(measured?[0] ?? -1)) ms)")
+
+        // The browser receives both participants' voices and expression frames.
+        let first = try remoteFigures(browser)
+        Thread.sleep(forTimeInterval: 2)
+        let second = try remoteFigures(browser)
+        for user in ["native", "carol"] {
+            let a = first[user] ?? [:], b = second[user] ?? [:]
+            XCTAssertGreaterThan(b["audioPackets"] ?? 0, (a["audioPackets"] ?? 0) + 50, "\(user)'s audio packets should rise: \(a) → \(b)")
+            XCTAssertGreaterThan(b["audioBytes"] ?? 0, a["audioBytes"] ?? 0, "\(user)'s audio bytes")
+            XCTAssertGreaterThan(b["audioLevel"] ?? 0, 0.01, "\(user)'s tone should be audible in the page (analyser RMS)")
+            XCTAssertGreaterThan(b["framesDecoded"] ?? 0, (a["framesDecoded"] ?? 0) + 40, "\(user)'s expression frames should keep arriving (~30/s)")
+            XCTAssertEqual(b["framesInvalid"] ?? -1, 0)
+            let alignment = try browser.execute("return window.veil.remotes[arguments[0]].alignment", [user]) as? String ?? "none"
+            print("browser ← \(user): \(Int(b["audioPackets"] ?? 0)) audio packets, RMS \(String(format: "%.3f", b["audioLevel"] ?? 0)), \(Int(b["framesDecoded"] ?? 0)) frames decoded, avatar aligned by \(alignment)")
+        }
+
+        // Carol's avatar in the page opens its mouth when her jaw opens, and little else changes.
+        jaw.value = 0
+        Thread.sleep(forTimeInterval: 1)
+        try capture(browser, user: "carol", as: "closed")
+        jaw.value = 1
+        Thread.sleep(forTimeInterval: 1)
+        try capture(browser, user: "carol", as: "open")
+        let mouth = try difference(browser, "closed", "open", region: (0.3, 0.55, 0.7, 0.95))
+        let eyes = try difference(browser, "closed", "open", region: (0.2, 0.1, 0.8, 0.4))
+        print("carol's tile, jaw closed vs open: \(String(format: "%.1f", mouth * 100)) % of the mouth region differs, \(String(format: "%.1f", eyes * 100)) % of the eye region")
+        XCTAssertGreaterThan(mouth, 0.02, "the mouth region should change when the jaw opens")
+        XCTAssertLessThan(eyes, mouth / 2, "opening the jaw should change the mouth more than the eyes")
+        // What the page drew for the open jaw is what the Swift renderer draws for the same frame.
+        let (swiftDifference, swiftMouth, strongShare) = try compareWithSwiftRenderer(browser, user: "carol", jawOpen: 1)
+        print(String(format: "carol's tile vs the Swift renderer: mean |Δ| %.2f (mouth %.2f), %.3f %% of pixels off by > 48", swiftDifference, swiftMouth, strongShare * 100))
+        XCTAssertLessThan(swiftDifference, 1.5, "the page should draw what the Swift renderer draws")
+        XCTAssertLessThan(swiftMouth, 5)
+        XCTAssertLessThan(strongShare, 0.005)
+        // The native participant's talking clip moves its avatar too.
+        try capture(browser, user: "native", as: "n1")
+        Thread.sleep(forTimeInterval: 0.7)
+        try capture(browser, user: "native", as: "n2")
+        XCTAssertGreaterThan(try difference(browser, "n1", "n2", region: (0, 0, 1, 1)), 0.001, "the veil call participant's avatar should move")
+        try browser.screenshot().write(to: work.appendingPathComponent("call.png"))
+
+        // Muting in the page reaches the others.
+        try browser.execute("document.getElementById('mute').click()")
+        XCTAssertTrue(wait(3) { carolLog.events.contains { if case .muteChanged("web", true) = $0 { true } else { false } } }, "carol should see web muted")
+        try browser.execute("document.getElementById('mute').click()")
+
+        // The natives receive the browser's voice and its voice-driven expressions.
+        let fromWeb = carolLog.frames(from: "web")
+        XCTAssertGreaterThan(fromWeb.count, 60, "carol should receive the browser's expression frames")
+        XCTAssertTrue(fromWeb.allSatisfy { $0.isVoiceDriven && $0.state == .tracked }, "every frame from the browser is marked voice-driven")
+        let jawValues = fromWeb.map { $0.expression[.jawOpen] }
+        let jawRange = (jawValues.max() ?? 0) - (jawValues.min() ?? 0)
+        print("carol ← web: \(fromWeb.count) frames, all voice-driven; jawOpen \(String(format: "%.2f…%.2f", jawValues.min() ?? 0, jawValues.max() ?? 0))")
+        XCTAssertGreaterThan(jawRange, 0.05, "the browser's avatar mouth should follow its speech")
+        let carolStatistics = carolLog.latestStatistics?.peers["web"]
+        XCTAssertGreaterThan(carolStatistics?.audioBitrateIn ?? 0, 8000, "carol should receive the browser's Opus voice")
+
+        try assertNeverAskedForVideo(browser)
+        try browser.execute("document.getElementById('leave').click()")
+
+        native.process.waitUntilExit()
+        let lines = native.output().split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let webPeers = lines.filter { $0["event"] as? String == "statistics" }
+            .compactMap { ($0["peers"] as? [[String: Any]])?.first { $0["user"] as? String == "web" } }
+        XCTAssertTrue(webPeers.contains { ($0["audioBitrateIn"] as? Double ?? 0) > 8000 }, "veil call should receive the browser's voice: \(webPeers)")
+        XCTAssertTrue(webPeers.contains { ($0["expressionFramesPerSecond"] as? Double ?? 0) > 20 }, "veil call should receive ~30 frames/s: \(webPeers)")
+        XCTAssertTrue(lines.contains { $0["event"] as? String == "participantLeft" && $0["user"] as? String == "web" && $0["reason"] as? String == "left" })
+    }
+
+    /// A bad token gets a clear message on the page, and the page makes no connection and asks
+    /// for no microphone.
+    func testBadTokenShowsAClearMessageAndConnectsNothing() throws {
+        let browser = try browser()
+        defer { browser.delete() }
+        let forged = try TokenAuthority(secret: ServerSecret.random()).issue(room: "r2", user: "web", lifetime: 600)
+        let cases: [(token: String, room: String, expected: String)] = [
+            (forged, "r2", "not issued by this server"),
+            (try token("other", "web"), "r2", "for another room"),
+            ("v1.nonsense", "r2", "not a Veil token"),
+        ]
+        for item in cases {
+            try openPage(browser, room: item.room, user: "web", token: item.token)
+            try browser.execute("document.getElementById('join').click()")
+            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'error'", timeout: 5), pageState(browser))
+            let message = try browser.execute("return document.getElementById('message').textContent") as? String ?? ""
+            XCTAssertTrue(message.contains(item.expected), "message: \(message)")
+            XCTAssertEqual(try browser.execute("return document.getElementById('call').hidden") as? Bool, true)
+            XCTAssertEqual(try browser.execute("return window.__veilProbe.peerConnections") as? Int, 0, "no RTCPeerConnection")
+            XCTAssertEqual((try browser.execute("return window.__veilProbe.getUserMedia") as? [String])?.count, 0, "no microphone prompt for a bad link")
+        }
+        // A name the protocol does not allow is refused before anything connects.
+        try openPage(browser, room: "r2", user: "web")
+        try browser.execute("document.getElementById('user').value = 'two words'; document.getElementById('join').click()")
+        let message = try browser.execute("return document.getElementById('message').textContent") as? String ?? ""
+        XCTAssertTrue(message.contains("Your name must be"), message)
+        XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "lobby")
+        XCTAssertEqual(server.status().connections, 0)
+    }
+
+    /// Leave in the page: the others see `left`. Closing the tab without leaving: `timeout` within 5 s.
+    /// Here the native side joins second, so it offers and the browser answers.
+    func testLeavingAndClosingTheTab() throws {
+        let browser = try browser()
+        defer { browser.delete() }
+        try openPage(browser, room: "r3", user: "web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+
+        let carol = try nativeSession(room: "r3", user: "carol")
+        let carolLog = EventRecorder(carol)
+        carol.start()
+        let sender = sendExpressions(from: carol, jaw: Jaw(0.5))
+        defer { sender.cancel() }
+        XCTAssertTrue(wait(10) { carolLog.events.contains { if case .peerState("web", .connected) = $0 { true } else { false } } },
+                      "carol's offer to the browser should connect: \(carolLog.events)")
+        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > 20", timeout: 5), pageState(browser))
+        XCTAssertTrue(wait(5) { carolLog.frames(from: "web").count > 20 }, "carol should receive the browser's frames")
+
+        try browser.execute("document.getElementById('leave').click()")
+        XCTAssertTrue(wait(3) { carolLog.events.contains { if case .participantLeft("web", .left) = $0 { true } else { false } } },
+                      "carol should see web leave: \(carolLog.events)")
+        XCTAssertEqual(try browser.execute("return document.getElementById('lobby').hidden") as? Bool, false)
+
+        // Join again, then close the tab without leaving.
+        carolLog.clear()
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(wait(10) { carolLog.events.contains { if case .peerState("web", .connected) = $0 { true } else { false } } })
+        let page = try XCTUnwrap(browser.windowHandles().first)
+        let other = try browser.newTab()
+        try browser.switchTo(page)
+        try browser.closeCurrentTab()
+        let closedAt = Date()
+        try browser.switchTo(other)
+        let timedOut = wait(7) { carolLog.events.contains { if case .participantLeft("web", .timeout) = $0 { true } else { false } } }
+        let elapsed = Date().timeIntervalSince(closedAt)
+        print("tab closed: participantLeft(timeout) after \(String(format: "%.1f", elapsed)) s")
+        XCTAssertTrue(timedOut, "carol should see web time out: \(carolLog.events)")
+        XCTAssertLessThanOrEqual(elapsed, 5.0)
+        XCTAssertFalse(carolLog.events.contains { if case .participantLeft("web", .left) = $0 { true } else { false } },
+                       "closing the tab is not a leave")
+    }
+
+    /// The page never asks for the camera, and the server's policy forbids it anyway; it works at
+    /// phone width; it connects with the browser's default privacy settings (mDNS host names)
+    /// when the microphone is refused.
+    func testNeverTheCameraPhoneWidthAndMulticastDNSCandidates() throws {
+        let carol = try nativeSession(room: "r4", user: "carol")
+        let carolLog = EventRecorder(carol)
+        carol.start()
+        XCTAssertTrue(wait(10) { carolLog.joined })
+        // No fake-media permission: the microphone request is refused, so Chromium keeps hiding
+        // its addresses behind mDNS names, which the native side cannot resolve.
+        let browser = try browser(extraArguments: ["--deny-permission-prompts"], fakeMediaPermission: false)
+        defer { browser.delete() }
+        try openPage(browser, room: "r4", user: "web")
+        XCTAssertEqual(try browser.execute("return document.featurePolicy ? document.featurePolicy.allowsFeature('camera') : null") as? Bool, false,
+                       "the server's Permissions-Policy forbids the camera")
+        let load = try browser.execute("""
+            const n = performance.getEntriesByType('navigation')[0];
+            return [window.veil.readyMillis, n.loadEventEnd, performance.getEntriesByType('resource').reduce((a, r) => a + (r.transferSize || 0), n.transferSize || 0)];
+            """) as? [Double] ?? []
+        print("page load: ready to join \(Int(load.first ?? -1)) ms after navigation (rig loaded, modules imported), load event \(Int(load.dropFirst().first ?? -1)) ms, \(Int((load.last ?? 0) / 1024)) KiB transferred")
+        XCTAssertLessThan(load.first ?? .infinity, 3000, "the page should be ready to join within 3 s on this machine")
+        try browser.driver.request("POST", "session/\(browser.id)/window/rect", ["width": 390, "height": 800])
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), pageState(browser))
+        XCTAssertTrue(wait(5) { carolLog.frames(from: "web").count > 20 }, "frames should flow over a connection made from mDNS candidates")
+        let candidates = try browser.execute("return window.veil.candidatesSent") as? [String] ?? []
+        let hosts = candidates.filter { $0.contains(" typ host") }
+        print("browser host candidates: \(hosts.map { $0.split(separator: " ")[4] })")
+        XCTAssertFalse(hosts.isEmpty)
+        XCTAssertTrue(hosts.allSatisfy { $0.split(separator: " ")[4].hasSuffix(".local") }, "Chromium should hide its addresses: \(hosts)")
+        // The native side ignored those names and found the browser through its checks.
+        XCTAssertTrue(wait(4) { carolLog.latestStatistics?.peers["web"]?.candidatePair != nil })
+        let pair = carolLog.latestStatistics?.peers["web"]?.candidatePair
+        XCTAssertEqual(pair?.remote.type, .prflx, "the browser should be a peer-reflexive candidate: \(String(describing: pair))")
+        let connectMillis = try browser.execute("return window.veil.firstConnectedMillis") as? Double ?? -1
+        print("mDNS-only browser: connected \(Int(connectMillis)) ms after Join, selected pair \(pair.map { "\($0.local.type) – \($0.remote.type)" } ?? "none")")
+        XCTAssertTrue(ICECandidate.hasMulticastDNSAddress(try XCTUnwrap(hosts.first)))
+        XCTAssertFalse(ICECandidate.hasMulticastDNSAddress("candidate:1 1 UDP 2015363327 192.0.2.2 45545 typ host"))
+        XCTAssertFalse(ICECandidate.hasMulticastDNSAddress("candidate:1 1 UDP 2015363327 fd00::2 45545 typ host"))
+        let message = try browser.execute("return window.veil.callMessage || ''") as? String ?? ""
+        XCTAssertTrue(message.contains("microphone"), "the page should say the microphone is unavailable: \(message)")
+
+        // Controls at phone width: everything inside the screen, nothing scrolls sideways.
+        let layout = try browser.execute("""
+            const controls = [...document.querySelectorAll('.controls button, .controls label:not([hidden])')].map((e) => e.getBoundingClientRect());
+            return { scroll: document.documentElement.scrollWidth, width: window.innerWidth, height: window.innerHeight,
+                     outside: controls.filter((r) => r.left < 0 || r.right > window.innerWidth || r.bottom > window.innerHeight).length,
+                     controls: controls.length };
+            """) as? [String: Int] ?? [:]
+        XCTAssertLessThanOrEqual(layout["scroll"] ?? 9999, layout["width"] ?? 0, "\(layout)")
+        XCTAssertEqual(layout["outside"], 0, "\(layout)")
+        XCTAssertGreaterThanOrEqual(layout["controls"] ?? 0, 4)
+        try browser.screenshot().write(to: work.appendingPathComponent("phone.png"))
+
+        // Every control, then leave: never a request for video.
+        try browser.execute("""
+            document.getElementById('mute').click(); document.getElementById('mute').click();
+            const corner = document.getElementById('corner'); corner.value = 'top-left'; corner.dispatchEvent(new Event('change'));
+            const background = document.getElementById('background');
+            if (background.options.length > 1) { background.selectedIndex = 1; background.dispatchEvent(new Event('change')); }
+            document.getElementById('leave').click();
+            """)
+        XCTAssertEqual(try browser.execute("return document.getElementById('self').dataset.corner") as? String, "top-left")
+        try assertNeverAskedForVideo(browser, atLeast: 1)
+    }
+
+    /// The same user joining from a second tab takes the seat over: the first tab says so and does
+    /// not reconnect (they would evict each other). The name carries a '+', which the link keeps.
+    func testASecondTabTakesTheSeatOver() throws {
+        let browser = try browser()
+        defer { browser.delete() }
+        try openPage(browser, room: "r5", user: "ana+web")
+        XCTAssertEqual(try browser.execute("return document.getElementById('user').value") as? String, "ana+web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        let first = try XCTUnwrap(browser.windowHandles().first)
+        let second = try browser.newTab()
+        try browser.switchTo(second)
+        try openPage(browser, room: "r5", user: "ana+web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        try browser.switchTo(first)
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), pageState(browser))
+        let message = try browser.execute("return document.getElementById('message').textContent") as? String ?? ""
+        XCTAssertTrue(message.contains("another tab or device"), message)
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "left", "the first tab must not reconnect")
+        XCTAssertEqual(server.status().participants, 1)
+        XCTAssertEqual(server.status().connections, 1)
+    }
+
+    /// The server restarts under a call: the page reconnects and rejoins by itself, and voice and
+    /// expressions flow again.
+    func testThePageRejoinsAfterTheServerRestarts() throws {
+        let carol = try nativeSession(room: "r6", user: "carol")
+        let carolLog = EventRecorder(carol)
+        carol.start()
+        let sender = sendExpressions(from: carol, jaw: Jaw(0.3))
+        defer { sender.cancel() }
+        XCTAssertTrue(wait(10) { carolLog.joined })
+        let browser = try browser()
+        defer { browser.delete() }
+        try openPage(browser, room: "r6", user: "web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), pageState(browser))
+
+        let port = try XCTUnwrap(server.port)
+        let secret = server.configuration.secret
+        server.stop()
+        let restartedAt = Date()
+        server = RoomServer(configuration: .init(secret: secret, host: "127.0.0.1", port: port, webRoot: Self.webDirectory))
+        try server.start()
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined' && window.veil.callMessage && window.veil.callMessage.includes('reconnecting')", timeout: 5),
+                      "the page should say it reconnects: \(pageState(browser))")
+        XCTAssertTrue(wait(15) { self.server.status().participants == 2 }, "both should be back in the room: \(pageState(browser))")
+        let framesBefore = carolLog.frames(from: "web").count
+        let decodedBefore = try browser.execute("return window.veil.remotes.carol?.framesDecoded ?? 0") as? Int ?? 0
+        XCTAssertTrue(wait(10) { carolLog.frames(from: "web").count > framesBefore + 30 }, "frames from the page should flow again")
+        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > \(decodedBefore + 30)", timeout: 10), pageState(browser))
+        print("server restart: both back in the room and frames flowing \(String(format: "%.1f", Date().timeIntervalSince(restartedAt))) s later")
+    }
+
+    // MARK: - The page
+
+    /// A browser whose pages all run `probeScript` first.
+    private func browser(audioFile: URL? = nil, extraArguments: [String] = [], fakeMediaPermission: Bool = true) throws -> BrowserSession {
+        let browser = try driver.session(audioFile: audioFile, extraArguments: extraArguments, fakeMediaPermission: fakeMediaPermission)
+        do {
+            try browser.addScriptAtDocumentStart(Self.probeScript)
+        } catch {
+            browser.delete()
+            throw error
+        }
+        return browser
+    }
+
+    /// Loads the page afresh from a link carrying room, user and token.
+    private func openPage(_ browser: BrowserSession, room: String, user: String, token: String? = nil) throws {
+        try browser.navigate(URL(string: "about:blank")!)
+        let token = try token ?? self.token(room, user)
+        var fragment = URLComponents()
+        fragment.queryItems = [.init(name: "room", value: room), .init(name: "user", value: user), .init(name: "token", value: token)]
+        let page = try XCTUnwrap(server.pageURL)
+        try browser.navigate(URL(string: page.absoluteString + "#" + (fragment.percentEncodedQuery ?? ""))!)
+        XCTAssertTrue(try browser.wait(for: "window.veil && window.veil.ready", timeout: 10), "the page did not start: \(browser.consoleLog())")
+    }
+
+    private func pageState(_ browser: BrowserSession) -> String {
+        let state = (try? browser.execute("""
+            const v = window.veil || {};
+            return JSON.stringify({ status: v.status, error: v.error, message: v.message, callMessage: v.callMessage,
+              remotes: Object.fromEntries(Object.entries(v.remotes || {}).map(([k, r]) => [k, { ...r, lastExpression: undefined, remoteSdp: undefined }])) });
+            """)) as? String ?? ""
+        return "page: \(state)\nconsole:\n\(browser.consoleLog())"
+    }
+
+    /// Per remote participant: audio packets and bytes, analyser level, frames decoded and invalid.
+    private func remoteFigures(_ browser: BrowserSession) throws -> [String: [String: Double]] {
+        let value = try browser.execute("""
+            const out = {};
+            for (const [user, r] of Object.entries(window.veil.remotes)) out[user] = { audioPackets: r.audioPackets || 0,
+              audioBytes: r.audioBytes || 0, audioLevel: r.audioLevel || 0, framesDecoded: r.framesDecoded, framesInvalid: r.framesInvalid };
+            return out;
+            """) as? [String: [String: Any]] ?? [:]
+        return value.mapValues { $0.compactMapValues { ($0 as? NSNumber)?.doubleValue } }
+    }
+
+    /// Keeps the pixels of `user`'s tile in the page under `name`.
+    private func capture(_ browser: BrowserSession, user: String, as name: String) throws {
+        try browser.execute("""
+            const [user, name] = arguments;
+            const canvas = document.querySelector(`figure.tile[data-user="${user}"] canvas`);
+            const image = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+            (window.__captures = window.__captures || {})[name] = { w: canvas.width, h: canvas.height, data: image.data };
+            """, [user, name])
+    }
+
+    /// The fraction of pixels in `region` (fractions of the tile: x0, y0, x1, y1) that differ
+    /// visibly between two captures.
+    private func difference(_ browser: BrowserSession, _ a: String, _ b: String, region: (Double, Double, Double, Double)) throws -> Double {
+        let value = try browser.execute("""
+            const [a, b, x0, y0, x1, y1] = arguments;
+            const A = window.__captures[a], B = window.__captures[b];
+            if (!A || !B || A.w !== B.w || A.h !== B.h || A.w === 0) return -1;
+            let differing = 0, total = 0;
+            for (let y = Math.floor(y0 * A.h); y < Math.floor(y1 * A.h); y++) {
+              for (let x = Math.floor(x0 * A.w); x < Math.floor(x1 * A.w); x++) {
+                const i = (y * A.w + x) * 4;
+                total++;
+                if (Math.abs(A.data[i] - B.data[i]) + Math.abs(A.data[i + 1] - B.data[i + 1]) + Math.abs(A.data[i + 2] - B.data[i + 2]) > 48) differing++;
+              }
+            }
+            return differing / Math.max(total, 1);
+            """, [a, b, region.0, region.1, region.2, region.3])
+        let fraction = (value as? NSNumber)?.doubleValue ?? -1
+        XCTAssertGreaterThanOrEqual(fraction, 0, "captures \(a) and \(b) could not be compared")
+        return fraction
+    }
+
+    /// Mean absolute difference (0…255, over RGB) between `user`'s tile as the page drew it and the
+    /// Swift renderer's drawing of a resting face with `jawOpen` (mask style, gradient background:
+    /// the page's defaults), over the whole tile and around the mouth; and the share of pixels off by more than 48.
+    private func compareWithSwiftRenderer(_ browser: BrowserSession, user: String, jawOpen: Float) throws -> (Double, Double, Double) {
+        let value = try browser.execute("""
+            const c = document.querySelector(`figure.tile[data-user="${arguments[0]}"] canvas`);
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            const rgb = new Uint8Array(c.width * c.height * 3);
+            for (let i = 0, j = 0; i < d.length; i += 4) { rgb[j++] = d[i]; rgb[j++] = d[i + 1]; rgb[j++] = d[i + 2]; }
+            let text = '';
+            for (let i = 0; i < rgb.length; i += 8192) text += String.fromCharCode.apply(null, rgb.subarray(i, i + 8192));
+            return [c.width, c.height, btoa(text), document.getElementById('background').value];
+            """, [user]) as? [Any] ?? []
+        let width = try XCTUnwrap(value.first as? Int), height = try XCTUnwrap(value[1] as? Int)
+        let page = [UInt8](try XCTUnwrap(Data(base64Encoded: try XCTUnwrap(value[2] as? String))))
+        XCTAssertEqual(value[3] as? String, "gradient")
+        var expression = Expression.neutral
+        expression[.jawOpen] = jawOpen
+        let canvas = try CairoCanvas(width: width, height: height)
+        let rect = Rect(x: 0, y: 0, width: Float(width), height: Float(height))
+        AvatarRenderer().render(expression, into: canvas, rect: rect, style: .mask, background: .gradient)
+        let swift = canvas.rgbImage().pixels
+        XCTAssertEqual(swift.count, page.count)
+        let lips = AvatarRig.canonical.pose(for: expression, in: rect).bounds(of: .outerLips)
+        var total = 0.0, mouth = 0.0, mouthCount = 0, strong = 0
+        for y in 0..<height {
+            for x in 0..<width {
+                let i = (y * width + x) * 3
+                let delta = (0..<3).reduce(0) { $0 + abs(Int(swift[i + $1]) - Int(page[i + $1])) }
+                total += Double(delta) / 3
+                if delta > 48 { strong += 1 }
+                if Float(x) >= lips.x - 6, Float(x) <= lips.x + lips.width + 6, Float(y) >= lips.y - 6, Float(y) <= lips.y + lips.height + 6 {
+                    mouth += Double(delta) / 3
+                    mouthCount += 1
+                }
+            }
+        }
+        let pixels = Double(max(width * height, 1))
+        return (total / pixels, mouth / Double(max(mouthCount, 1)), Double(strong) / pixels)
+    }
+
+    private func assertNeverAskedForVideo(_ browser: BrowserSession, atLeast: Int = 1, line: UInt = #line) throws {
+        let requests = try browser.execute("return window.__veilProbe.getUserMedia") as? [String] ?? []
+        XCTAssertGreaterThanOrEqual(requests.count, atLeast, "the page should ask for the microphone", line: line)
+        for request in requests {
+            let constraints = try JSONSerialization.jsonObject(with: Data(request.utf8)) as? [String: Any] ?? [:]
+            XCTAssertNotNil(constraints["audio"], request, line: line)
+            let video = constraints["video"]
+            XCTAssertTrue(video == nil || (video as? Bool) == false, "the page asked for video: \(request)", line: line)
+        }
+    }
+
+    // MARK: - Native participants
+
+    private func token(_ room: String, _ user: String) throws -> String {
+        try authority.issue(room: room, user: user, lifetime: 600)
+    }
+
+    private func nativeSession(room: String, user: String) throws -> CallSession {
+        let session = CallSession(configuration: .init(server: try XCTUnwrap(server.webSocketURL), room: room, user: user,
+                                                       token: try token(room, user), audioInput: .testTone(frequency: 440), statisticsInterval: 1))
+        sessions.append(session)
+        return session
+    }
+
+    private func awaitLeave(_ session: CallSession) {
+        let done = DispatchSemaphore(value: 0)
+        Task.detached { await session.leave(); done.signal() }
+        _ = done.wait(timeout: .now() + 5)
+    }
+
+    /// ~30 frames/s from `session`: a resting face with the jaw at `jaw`'s current value.
+    private func sendExpressions(from session: CallSession, jaw: Jaw) -> Task<Void, Never> {
+        Task.detached {
+            var sequence: UInt32 = 0
+            while !Task.isCancelled {
+                var expression = Expression.neutral
+                expression[.jawOpen] = jaw.value
+                session.send(ExpressionFrame(sequence: sequence, captureTimeMicros: session.mediaTimeMicros, state: .tracked, expression: expression))
+                sequence &+= 1
+                try? await Task.sleep(nanoseconds: 33_000_000)
+            }
+        }
+    }
+
+    /// A talking-face clip to act as `veil call`'s camera.
+    private func makeCameraClip() throws -> URL {
+        let photo = try VeilResources.file("photos", "takeo.ppm")
+        let clip = work.appendingPathComponent("face.mp4")
+        let synth = try veil(["synth", photo.path, "-o", clip.path, "--quiet"])
+        synth.process.waitUntilExit()
+        XCTAssertEqual(synth.process.terminationStatus, 0, "veil synth failed")
+        return clip
+    }
+
+    /// Speech with pauses (espeak-ng) as the browser's microphone; nil (Chromium's beeping fake
+    /// microphone) without espeak-ng.
+    private func makeSpeech() -> URL? {
+        let wav = work.appendingPathComponent("speech.wav")
+        let espeak = Process()
+        espeak.executableURL = URL(fileURLWithPath: "/usr/bin/espeak-ng")
+        espeak.arguments = ["-w", wav.path, "-s", "150", "Hello there. Can you hear me? This is the browser speaking, with pauses. One, two, three."]
+        espeak.standardOutput = FileHandle.nullDevice
+        espeak.standardError = FileHandle.nullDevice
+        guard (try? espeak.run()) != nil else { return nil }
+        espeak.waitUntilExit()
+        return espeak.terminationStatus == 0 ? wav : nil
+    }
+
+    final class Child: Sendable {
+        nonisolated(unsafe) let process: Process
+        let collected = Mutex(Data())
+        init(process: Process) { self.process = process }
+        func output() -> String { String(decoding: collected.withLock { $0 }, as: UTF8.self) }
+    }
+
+    /// `veil args` as a child process (the executable built next to the tests), headless, its
+    /// standard output collected; ended in `tearDown` if still running.
+    private func veil(_ args: [String]) throws -> Child {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        var executable: URL?
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("veil")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { executable = candidate; break }
+            directory = directory.deletingLastPathComponent()
+        }
+        let process = Process()
+        process.executableURL = try XCTUnwrap(executable, "the veil executable is not built next to the tests")
+        process.arguments = args
+        process.currentDirectoryURL = work
+        var environment = ProcessInfo.processInfo.environment
+        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
+        environment.removeValue(forKey: "DISPLAY")
+        environment.removeValue(forKey: "PULSE_SERVER")
+        process.environment = environment
+        let pipe = Pipe()
+        let child = Child(process: process)
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil } else { child.collected.withLock { $0.append(data) } }
+        }
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        children.append(process)
+        return child
+    }
+
+    private func wait(_ timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return condition()
+    }
+}
+
+/// How far the in-process participant's jaw is open (0…1), changed by the test while frames go out.
+final class Jaw: Sendable {
+    private let state: Mutex<Float>
+    init(_ value: Float = 0) { state = Mutex(value) }
+    var value: Float {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
+}
+
+/// A native session's events and the frames it received, collected as they come.
+final class EventRecorder: @unchecked Sendable {
+    private let state = Mutex<(events: [CallSession.Event], frames: [(String, ExpressionFrame)])>(([], []))
+    private var tasks: [Task<Void, Never>] = []
+
+    init(_ session: CallSession) {
+        tasks.append(Task.detached { [weak self] in
+            for await event in session.events { self?.state.withLock { $0.events.append(event) } }
+        })
+        tasks.append(Task.detached { [weak self] in
+            for await received in session.expressionFrames { self?.state.withLock { $0.frames.append((received.user, received.frame.frame)) } }
+        })
+    }
+
+    deinit { tasks.forEach { $0.cancel() } }
+
+    var events: [CallSession.Event] { state.withLock { $0.events } }
+    var joined: Bool { events.contains { if case .joined = $0 { true } else { false } } }
+    var latestStatistics: CallSession.CallStatistics? {
+        events.reversed().lazy.compactMap { if case .statistics(let s) = $0 { s } else { nil } }.first
+    }
+    func frames(from user: String) -> [ExpressionFrame] { state.withLock { $0.frames.filter { $0.0 == user }.map(\.1) } }
+    func clear() { state.withLock { $0.events.removeAll() } }
+}
