@@ -261,7 +261,8 @@ final class ReidentificationTests: XCTestCase {
         }
         let truth = script.groundTruth
         if let dump = ProcessInfo.processInfo.environment["VEIL_REID_DUMP"] {
-            try dumpFrames(to: dump, person: person, session: session, truth: truth, decoded: full, exact: exact)
+            try dumpFrames(to: dump, person: person, session: session, truth: truth, decoded: full, exact: exact,
+                           meshes: ProcessInfo.processInfo.environment["VEIL_REID_DUMP_MESH"] == nil ? nil : meshes)
         }
         let perSegment = Int((segmentSeconds * framesPerSecond).rounded())
         let first = Int((warmUpSeconds * framesPerSecond).rounded())
@@ -340,9 +341,9 @@ final class ReidentificationTests: XCTestCase {
     }
 
     /// For offline analysis: one JSON line per frame (script, default stream, exact-mesh stream)
-    /// appended to `path` when VEIL_REID_DUMP names it.
+    /// appended to `path` when VEIL_REID_DUMP names it; with VEIL_REID_DUMP_MESH set, the tracker's mesh too.
     static func dumpFrames(to path: String, person: Int, session: Int, truth: [GroundTruthFrame],
-                           decoded: [ExpressionFrame], exact: [ExpressionFrame]) throws {
+                           decoded: [ExpressionFrame], exact: [ExpressionFrame], meshes: [[Point3]?]? = nil) throws {
         func row(_ f: ExpressionFrame) -> [Float]? {
             guard f.state == .tracked else { return nil }
             let e = f.expression
@@ -352,10 +353,11 @@ final class ReidentificationTests: XCTestCase {
         let encoder = JSONEncoder()
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "NaN")
         for (n, t) in truth.enumerated() {
-            struct Line: Encodable { var person, session, frame: Int; var time: Double; var truth: [Double]; var stream, exact: [Float]? }
+            struct Line: Encodable { var person, session, frame: Int; var time: Double; var truth: [Double]; var stream, exact, mesh: [Float]? }
             let line = Line(person: person, session: session, frame: n, time: t.timeSeconds,
                             truth: [t.jawDrop, t.blinkLeft, t.blinkRight, t.smile, t.browRaise, t.headYaw],
-                            stream: row(decoded[n]), exact: row(exact[n]))
+                            stream: row(decoded[n]), exact: row(exact[n]),
+                            mesh: meshes?[n].map { $0.flatMap { [$0.x, $0.y, $0.z] } })
             text += String(decoding: try encoder.encode(line), as: UTF8.self).replacingOccurrences(of: "\"NaN\"", with: "null") + "\n"
         }
         if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
