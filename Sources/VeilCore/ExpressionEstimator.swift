@@ -65,6 +65,8 @@ public struct ExpressionEstimator: Sendable {
     private var lastTime: Double?
     /// Lip gaps of the last `mouthRestSeconds`, for the closed mouth's level.
     private var recentLipGaps: [(time: Double, gap: Float)] = []
+    /// The lowest of their 5th percentiles so far.
+    private var lowestLipGap: Float?
     /// Seconds of lip gaps the closed mouth's level is taken from after calibration.
     private let mouthRestSeconds: Double = 10
     /// The gaze last read with the eyes open enough to see the pupils.
@@ -87,7 +89,7 @@ public struct ExpressionEstimator: Sendable {
 
     /// Forgets the neutral face and the filters' state: the next frames calibrate anew.
     public mutating func resetCalibration() {
-        samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]; recentLipGaps = []
+        samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]; recentLipGaps = []; lowestLipGap = nil
         resetFilters()
     }
 
@@ -137,16 +139,20 @@ public struct ExpressionEstimator: Sendable {
 
     /// The lip gap of the closed mouth. The calibration learns it while the person may be talking,
     /// and on some faces its low percentile is then still an open mouth: small openings would read
-    /// as closed for the rest of the call. So it also follows the 5th percentile of the last
-    /// `mouthRestSeconds` downwards (never upwards: a mouth held open must not become the rest).
+    /// as closed for the rest of the call. So it also goes down to the 5th percentile of the last
+    /// `mouthRestSeconds` whenever that is lower (a percentile, so that a single misread frame does
+    /// not count), and never up again: a mouth held open must not become the rest.
     private mutating func restingLipGap(_ gap: Float, calibrated: Float, at time: Double) -> Float {
         recentLipGaps.append((time, gap))
         if let cut = recentLipGaps.firstIndex(where: { $0.time > time - mouthRestSeconds }), cut > 0 {
             recentLipGaps.removeFirst(cut)
         }
-        guard recentLipGaps.count >= 30 else { return calibrated }
-        let sorted = recentLipGaps.map(\.gap).sorted()
-        return min(calibrated, sorted[Int(Double(sorted.count - 1) * 0.05 + 0.5)])
+        if recentLipGaps.count >= 30 {
+            let sorted = recentLipGaps.map(\.gap).sorted()
+            let low = sorted[Int(Double(sorted.count - 1) * 0.05 + 0.5)]
+            lowestLipGap = min(lowestLipGap ?? low, low)
+        }
+        return min(calibrated, lowestLipGap ?? calibrated)
     }
 
     /// Medians of the calibration samples; the mouth's gap and the chin use the 20th percentile.

@@ -68,7 +68,6 @@ public final class MediaPipeFaceTracker: FaceTracking {
     private let irisModel: IrisModel?
 
     private var region: RotatedRect?
-    private var regionInFace: (Float, Float, Float)?
     private var lastBox: Rect?
     private var framesSinceSeen = Int.max
     /// Where the small-face search goes on in the next frame without a face.
@@ -125,20 +124,7 @@ public final class MediaPipeFaceTracker: FaceTracking {
             framesSinceSeen = framesSinceSeen == .max ? .max : framesSinceSeen + 1
             return result
         }
-        var next = Self.region(following: mesh)
-        if Self.experiment >= 3 {
-            let tau: Float = Self.experiment == 3 ? 0.6 : (Self.experiment == 4 ? 2 : 0.25)
-            let frame = Self.eyeFrame(mesh)
-            let rel = Self.relative(next, to: frame)
-            if trackedRegion, let old = regionInFace {
-                let a = 1 - expf(-1 / (30 * tau))
-                regionInFace = (old.0 + a * (rel.0 - old.0), old.1 + a * (rel.1 - old.1), old.2 + a * (rel.2 - old.2))
-            } else {
-                regionInFace = rel
-            }
-            next = Self.absolute(regionInFace!, in: frame)
-        }
-        region = Self.stabilized(next, previous: trackedRegion ? region : nil)
+        region = Self.stabilized(Self.region(following: mesh), previous: trackedRegion ? region : nil)
         var left: Point2?, right: Point2?
         if let irisModel {
             let t0 = now()
@@ -261,10 +247,7 @@ public final class MediaPipeFaceTracker: FaceTracking {
 
     /// Next frame's region from this frame's mesh, as MediaPipe's face graph makes it: the mesh's
     /// axis-aligned extent, 1.5× its longer side, rotated by the line through the outer eye corners.
-    nonisolated(unsafe) static let experiment = Int(ProcessInfo.processInfo.environment["VEIL_EXP_REGION"] ?? "0") ?? 0
     static func region(following mesh: [Point3]) -> RotatedRect {
-        if experiment == 1 { return closedRegion(mesh, liftScale: 1) }
-        if experiment == 2 { return closedRegion(mesh, liftScale: 0.5) }
         let eyes = Point2(mesh[263].x - mesh[33].x, mesh[263].y - mesh[33].y)
         var lo = Point2(repeating: .greatestFiniteMagnitude), hi = Point2(repeating: -.greatestFiniteMagnitude)
         for p in mesh {
@@ -284,41 +267,4 @@ public final class MediaPipeFaceTracker: FaceTracking {
 func simd_distance(_ a: Point2, _ b: Point2) -> Float {
     let d = a - b
     return (d.x * d.x + d.y * d.y).squareRoot()
-}
-
-extension MediaPipeFaceTracker {
-    static func closedRegion(_ mesh: [Point3], liftScale: Float) -> RotatedRect {
-        func p(_ i: Int) -> Point2 { Point2(mesh[i].x, mesh[i].y) }
-        let eyes = p(263) - p(33)
-        let eyeLength = max((eyes.x * eyes.x + eyes.y * eyes.y).squareRoot(), 1e-6)
-        let down = Point2(-eyes.y, eyes.x) / eyeLength
-        func depth(_ q: Point2) -> Float { q.x * down.x + q.y * down.y }
-        let cornerLevel = (depth(p(61)) + depth(p(291))) / 2
-        let gap = max(depth(p(14)) - depth(p(13)), 0) * liftScale
-        let lift = down * gap
-        var lo = Point2(repeating: .greatestFiniteMagnitude), hi = Point2(repeating: -.greatestFiniteMagnitude)
-        for point in mesh {
-            var q = Point2(point.x, point.y)
-            if depth(q) > cornerLevel { q = q - lift }
-            lo = pointwiseMin(lo, q); hi = pointwiseMax(hi, q)
-        }
-        return RotatedRect(center: (lo + hi) / 2, size: max(hi.x - lo.x, hi.y - lo.y) * 1.5, rotation: atan2f(eyes.y, eyes.x))
-    }
-}
-
-extension MediaPipeFaceTracker {
-    static func eyeFrame(_ mesh: [Point3]) -> (origin: Point2, axis: Point2, unit: Float) {
-        let a = Point2(mesh[33].x, mesh[33].y), b = Point2(mesh[263].x, mesh[263].y)
-        let d = b - a
-        let unit = max((d.x * d.x + d.y * d.y).squareRoot(), 1e-6)
-        return ((a + b) / 2, d / unit, unit)
-    }
-    static func relative(_ r: RotatedRect, to f: (origin: Point2, axis: Point2, unit: Float)) -> (Float, Float, Float) {
-        let q = r.center - f.origin
-        return ((q.x * f.axis.x + q.y * f.axis.y) / f.unit, (-q.x * f.axis.y + q.y * f.axis.x) / f.unit, r.size / f.unit)
-    }
-    static func absolute(_ r: (Float, Float, Float), in f: (origin: Point2, axis: Point2, unit: Float)) -> RotatedRect {
-        let c = f.origin + Point2(f.axis.x * r.0 - f.axis.y * r.1, f.axis.y * r.0 + f.axis.x * r.1) * f.unit
-        return RotatedRect(center: c, size: r.2 * f.unit, rotation: atan2f(f.axis.y, f.axis.x))
-    }
 }
