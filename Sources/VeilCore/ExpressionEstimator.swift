@@ -63,6 +63,16 @@ public struct ExpressionEstimator: Sendable {
     private var poseFilters: OneEuroFilterBank
     private var gazeFilters: OneEuroFilterBank
     private var lastTime: Double?
+    /// Lip gaps of the last `mouthRestSeconds`, for the closed mouth's level.
+    private var recentLipGaps: [(time: Double, gap: Float)] = []
+    /// The lowest of their 5th percentiles so far.
+    private var lowestLipGap: Float?
+    /// Seconds of lip gaps the closed mouth's level is taken from after calibration.
+    private let mouthRestSeconds: Double = 10
+    /// The gaze last read with the eyes open enough to see the pupils.
+    private var lastOpenGaze: Gaze?
+    /// Blink reading (both eyes' mean) above which the pupils count as hidden.
+    private let gazeHoldBlink: Float = 0.5
     private let poseCorrection: HeadPoseEstimator
 
     /// - Parameters:
@@ -79,13 +89,13 @@ public struct ExpressionEstimator: Sendable {
 
     /// Forgets the neutral face and the filters' state: the next frames calibrate anew.
     public mutating func resetCalibration() {
-        samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]
+        samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]; recentLipGaps = []; lowestLipGap = nil
         resetFilters()
     }
 
     /// Forgets the filters' state (after a tracking loss, so the avatar does not glide back).
     public mutating func resetFilters() {
-        coefficientFilters.reset(); poseFilters.reset(); gazeFilters.reset(); lastTime = nil
+        coefficientFilters.reset(); poseFilters.reset(); gazeFilters.reset(); lastTime = nil; lastOpenGaze = nil
     }
 
     /// The expression of `landmarks`, captured at `timeSeconds`. Nil when the landmarks lack the
@@ -101,12 +111,23 @@ public struct ExpressionEstimator: Sendable {
             poseSamples.append([pose.yaw, pose.pitch, pose.roll])
             poseNeutral = Self.neutral(of: poseSamples, lowPercentile: [])
         }
-        guard let n = neutral else { return nil }
+        guard var n = neutral else { return nil }
+        n[4] = restingLipGap(v[4], calibrated: n[4], at: timeSeconds)
         var e = Expression()
         map(v, neutral: n, into: &e)
         e.headPose = HeadPose(yaw: pose.yaw - poseNeutral[0], pitch: pose.pitch - poseNeutral[1], roll: pose.roll - poseNeutral[2])
         if m.pupilX != nil {
-            let g = Gaze(x: clamp((v[16] - n[16]) / gains.gaze, -1, 1), y: clamp(-(v[17] - n[17]) / gains.gaze, -1, 1))
+            var g = Gaze(x: clamp((v[16] - n[16]) / gains.gaze, -1, 1), y: clamp(-(v[17] - n[17]) / gains.gaze, -1, 1))
+            // Behind closing lids the pupil cannot be seen: the gaze holds where it was.
+            if (e[.eyeBlinkLeft] + e[.eyeBlinkRight]) / 2 > gazeHoldBlink {
+                g = lastOpenGaze ?? Gaze(x: 0, y: 0)
+            } else {
+                lastOpenGaze = g
+            }
+            // In eyes only a few pixels wide the iris model cannot place the pupil (its error is a
+            // good part of the eye): the gaze fades to straight ahead instead of sending noise.
+            let resolved = FaceMeasurements.pupilResolution(m.eyeWidthPixels)
+            g = Gaze(x: g.x * resolved, y: g.y * resolved)
             e.gaze = g
             e[.eyeLookOutLeft] = max(g.x, 0); e[.eyeLookInLeft] = max(-g.x, 0)
             e[.eyeLookInRight] = max(g.x, 0); e[.eyeLookOutRight] = max(-g.x, 0)
@@ -114,6 +135,24 @@ public struct ExpressionEstimator: Sendable {
             e[.eyeLookDownLeft] = max(-g.y, 0); e[.eyeLookDownRight] = max(-g.y, 0)
         }
         return smooth(e, at: timeSeconds)
+    }
+
+    /// The lip gap of the closed mouth. The calibration learns it while the person may be talking,
+    /// and on some faces its low percentile is then still an open mouth: small openings would read
+    /// as closed for the rest of the call. So it also goes down to the 5th percentile of the last
+    /// `mouthRestSeconds` whenever that is lower (a percentile, so that a single misread frame does
+    /// not count), and never up again: a mouth held open must not become the rest.
+    private mutating func restingLipGap(_ gap: Float, calibrated: Float, at time: Double) -> Float {
+        recentLipGaps.append((time, gap))
+        if let cut = recentLipGaps.firstIndex(where: { $0.time > time - mouthRestSeconds }), cut > 0 {
+            recentLipGaps.removeFirst(cut)
+        }
+        if recentLipGaps.count >= 30 {
+            let sorted = recentLipGaps.map(\.gap).sorted()
+            let low = sorted[Int(Double(sorted.count - 1) * 0.05 + 0.5)]
+            lowestLipGap = min(lowestLipGap ?? low, low)
+        }
+        return min(calibrated, lowestLipGap ?? calibrated)
     }
 
     /// Medians of the calibration samples; the mouth's gap and the chin use the 20th percentile.

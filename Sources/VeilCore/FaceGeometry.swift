@@ -20,8 +20,24 @@ public struct FaceMeasurements: Sendable, Equatable {
     public var chinDrop: Float
     /// Height of the inner and outer brow above the eye centre line.
     public var browInnerLeft: Float, browInnerRight: Float, browOuterLeft: Float, browOuterRight: Float
-    /// Pupil position relative to the eye centre, over half the eye width (nil without pupils).
+    /// Pupil position relative to the middle of the eye corners, over half the eye width; both
+    /// eyes weighted by `pupilResolution` of their width (nil without pupils).
     public var pupilX: Float?, pupilY: Float?
+    /// The wider eye's width (corner to corner) in the landmarks' own units, image pixels for a
+    /// tracker: the one measurement that is not scale-free, since it says how finely the pupils
+    /// can be located at all.
+    public var eyeWidthPixels: Float
+
+    /// Eye widths (pixels) over which a pupil's position goes from meaningless to trusted: in an
+    /// eye 8 pixels wide a full gaze moves the pupil by about 2.5 pixels, about the iris model's
+    /// error there.
+    public static let pupilResolutionPixels: ClosedRange<Float> = 8...14
+
+    /// How far a pupil in an eye `width` pixels wide can be trusted, 0…1.
+    public static func pupilResolution(_ width: Float) -> Float {
+        let r = pupilResolutionPixels
+        return min(max((width - r.lowerBound) / (r.upperBound - r.lowerBound), 0), 1)
+    }
 
     /// All values as one vector (pupils last, 0 when absent), for calibration and filtering.
     var vector: [Float] {
@@ -154,17 +170,27 @@ extension FaceMeasurements {
         browInnerLeft = lb.inner; browOuterLeft = lb.outer
         browInnerRight = rb.inner; browOuterRight = rb.outer
 
-        let pupils = [(landmarks[.leftPupil].first, leftEye), (landmarks[.rightPupil].first, rightEye)]
-            .compactMap { pupil, eye -> Point2? in
-                guard let pupil else { return nil }
-                let xs = eye.map(\.x)
-                let half = ((xs.max() ?? 0) - (xs.min() ?? 0)) / 2
-                guard half > 1e-4 else { return nil }
-                let c = Point2(((xs.max() ?? 0) + (xs.min() ?? 0)) / 2, mean(eye).y)
-                return (frame.local(pupil) - c) / half
+        // Each eye's pupil against the middle of its corners, which stay put when the lids move
+        // (the outline's mean would rise and fall with every blink and move the gaze with it),
+        // over half the eye's width; weighted by how well the eye is resolved, so that the far
+        // eye of a turned head, a few pixels wide, does not add its noise to the near one's.
+        let eyes = [(landmarks[.leftPupil].first, leftEye), (landmarks[.rightPupil].first, rightEye)]
+            .compactMap { pupil, eye -> (offset: Point2, width: Float)? in
+                guard let inner = eye.min(by: { $0.x < $1.x }), let outer = eye.max(by: { $0.x < $1.x }) else { return nil }
+                let half = (outer.x - inner.x) / 2
+                guard let pupil, half > 1e-4 else { return nil }
+                return ((frame.local(pupil) - (inner + outer) / 2) / half, 2 * half * frame.unit)
             }
-        if pupils.isEmpty { pupilX = nil; pupilY = nil } else {
-            let m = mean(pupils)
+        let widths = [leftEye, rightEye].map { eye -> Float in
+            let xs = eye.map(\.x)
+            return ((xs.max() ?? 0) - (xs.min() ?? 0)) * frame.unit
+        }
+        eyeWidthPixels = widths.max() ?? 0
+        if eyes.isEmpty { pupilX = nil; pupilY = nil } else {
+            let weights = eyes.map { Self.pupilResolution($0.width) }
+            let total = weights.reduce(0, +)
+            let w = total > 1e-6 ? weights.map { $0 / total } : eyes.map { _ in 1 / Float(eyes.count) }
+            let m = zip(eyes, w).reduce(Point2.zero) { $0 + $1.0.offset * $1.1 }
             pupilX = m.x; pupilY = m.y
         }
     }

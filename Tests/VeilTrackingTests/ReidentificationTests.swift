@@ -130,15 +130,17 @@ final class ReidentificationTests: XCTestCase {
 
         XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
         // The goal is `stream.correct <= bound`: no better than chance. Not reached yet: the last
-        // run gave 36 / 120 (30.0 %) against a bound of 31 (25.8 %); without the privacy filter
-        // 68.3 %. What is left comes from the tracker, not the estimator: on the synthesiser's
-        // exact mesh the filtered stream is at chance (asserted below), while on the tracker's
-        // mesh some faces show brows that settle at another height, spurious gaze and nods, and
-        // blinks or jaw drops that barely register (docs/privacy.md). Until that is fixed this
-        // guards the measured state (1-NN on 120 predictions varies by about ±4.5 points).
+        // run gave 35 / 120 (29.2 %) against a bound of 31 (25.8 %); without the privacy filter
+        // 72.5 %. What is left comes from the tracker, not the estimator: on the synthesiser's
+        // exact mesh the filtered stream is at chance (asserted below), while the landmark model
+        // responds differently to the same movement on faces of different resolution and pose
+        // (einstein's 46-pixel face nods with every syllable, brows that follow the crop, mouth
+        // corners that drop with the jaw by different amounts; docs/privacy.md). Until that is
+        // fixed this guards the measured state (1-NN on 120 predictions varies by about ±4.5
+        // points; shifting the segment windows gives 23.6–32.7 %).
         XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.5, "the stream identifies people almost as well as raw landmarks")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.36,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 30.0 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.35,
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 29.2 %; chance \(Self.percent(chance)), bound \(bound) correct)")
         XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.2, "the privacy filter no longer lowers re-identification much")
         let exactBound = Self.binomialUpperQuantile(trials: exactFiltered.total, probability: chance, level: 0.95)
         XCTAssertLessThanOrEqual(exactFiltered.correct, exactBound,
@@ -261,7 +263,8 @@ final class ReidentificationTests: XCTestCase {
         }
         let truth = script.groundTruth
         if let dump = ProcessInfo.processInfo.environment["VEIL_REID_DUMP"] {
-            try dumpFrames(to: dump, person: person, session: session, truth: truth, decoded: full, exact: exact)
+            try dumpFrames(to: dump, person: person, session: session, truth: truth, decoded: full, exact: exact,
+                           meshes: ProcessInfo.processInfo.environment["VEIL_REID_DUMP_MESH"] == nil ? nil : meshes)
         }
         let perSegment = Int((segmentSeconds * framesPerSecond).rounded())
         let first = Int((warmUpSeconds * framesPerSecond).rounded())
@@ -340,9 +343,9 @@ final class ReidentificationTests: XCTestCase {
     }
 
     /// For offline analysis: one JSON line per frame (script, default stream, exact-mesh stream)
-    /// appended to `path` when VEIL_REID_DUMP names it.
+    /// appended to `path` when VEIL_REID_DUMP names it; with VEIL_REID_DUMP_MESH set, the tracker's mesh too.
     static func dumpFrames(to path: String, person: Int, session: Int, truth: [GroundTruthFrame],
-                           decoded: [ExpressionFrame], exact: [ExpressionFrame]) throws {
+                           decoded: [ExpressionFrame], exact: [ExpressionFrame], meshes: [[Point3]?]? = nil) throws {
         func row(_ f: ExpressionFrame) -> [Float]? {
             guard f.state == .tracked else { return nil }
             let e = f.expression
@@ -352,10 +355,11 @@ final class ReidentificationTests: XCTestCase {
         let encoder = JSONEncoder()
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "NaN")
         for (n, t) in truth.enumerated() {
-            struct Line: Encodable { var person, session, frame: Int; var time: Double; var truth: [Double]; var stream, exact: [Float]? }
+            struct Line: Encodable { var person, session, frame: Int; var time: Double; var truth: [Double]; var stream, exact, mesh: [Float]? }
             let line = Line(person: person, session: session, frame: n, time: t.timeSeconds,
                             truth: [t.jawDrop, t.blinkLeft, t.blinkRight, t.smile, t.browRaise, t.headYaw],
-                            stream: row(decoded[n]), exact: row(exact[n]))
+                            stream: row(decoded[n]), exact: row(exact[n]),
+                            mesh: meshes?[n].map { $0.flatMap { [$0.x, $0.y, $0.z] } })
             text += String(decoding: try encoder.encode(line), as: UTF8.self).replacingOccurrences(of: "\"NaN\"", with: "null") + "\n"
         }
         if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
