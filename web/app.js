@@ -259,17 +259,27 @@ async function joined(message) {
   $('join').disabled = false;
   startTimers();
   if (message.muted) setMuted(true);
+  // The room as the server has it now: after a rejoin, whoever left meanwhile is gone. The others'
+  // tiles come at once; whoever leaves while the microphone is still being asked for (a
+  // permission prompt may take long) is removed by `participantLeft` and gets no offer.
+  const participants = (Array.isArray(message.participants) ? message.participants : [])
+    .filter((participant) => typeof participant?.user === 'string' && NAME.test(participant.user) && participant.user !== state.user);
+  const present = new Set(participants.map((participant) => participant.user));
+  for (const user of [...state.remotes.keys()]) if (!present.has(user)) removeRemote(user, 'gone');
+  const expected = participants.map((participant) => {
+    const remote = remoteFor(participant.user);
+    remote.muted = !!participant.muted;
+    return remote;
+  });
+  render();
   if (!state.microphone || !state.stream) state.microphone = openMicrophone();
   await state.microphone;
   await state.certificatePromise;
   debug.timings.microphone = performance.now() - state.joinStarted;
   updateOutputs();
-  for (const participant of message.participants || []) {
-    const remote = remoteFor(participant.user);
-    remote.muted = !!participant.muted;
-    // The newcomer offers to everyone already there (the mesh rule).
-    createPeer(participant.user, true);
-  }
+  if (!state.joined) return;
+  // The newcomer offers to everyone already there (the mesh rule).
+  for (const remote of expected) if (state.remotes.get(remote.user) === remote) createPeer(remote.user, true);
   render();
 }
 

@@ -240,6 +240,44 @@ final class BrowserCallTests: XCTestCase {
                        "closing the tab is not a leave")
     }
 
+    /// Someone who leaves while the page still waits for its microphone (a permission prompt can
+    /// take long) gets no offer and leaves no tile behind; the room's others are shown at once.
+    func testWhoLeavesWhileTheMicrophoneIsAskedForGetsNoOffer() throws {
+        let carol = try nativeSession(room: "r7", user: "carol")
+        let carolLog = EventRecorder(carol)
+        carol.start()
+        XCTAssertTrue(wait(10) { carolLog.joined })
+        let browser = try browser()
+        defer { browser.delete() }
+        // The microphone answers only when the test says so, like a permission prompt.
+        try browser.addScriptAtDocumentStart("""
+            (() => {
+              const devices = navigator.mediaDevices;
+              const original = devices.getUserMedia.bind(devices);
+              const answered = new Promise((resolve) => { window.__answerMicrophone = resolve; });
+              devices.getUserMedia = (constraints) => answered.then(() => original(constraints));
+            })();
+            """)
+        try openPage(browser, room: "r7", user: "web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "document.querySelector('figure.tile[data-user=\"carol\"]') !== null", timeout: 2),
+                      "carol's tile should show while the microphone is asked for: \(pageState(browser))")
+
+        awaitLeave(carol)
+        XCTAssertTrue(wait(5) { self.server.status().participants == 1 }, "carol should have left")
+        XCTAssertTrue(try browser.wait(for: "document.querySelectorAll('figure.tile').length === 0", timeout: 3),
+                      "carol's tile should go when she leaves: \(pageState(browser))")
+        try browser.execute("window.__answerMicrophone()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.timings && window.veil.timings.microphone != null", timeout: 5), pageState(browser))
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(try browser.execute("return document.querySelectorAll('figure.tile').length") as? Int, 0,
+                       "a tile for someone who left: \(pageState(browser))")
+        XCTAssertEqual(try browser.execute("return window.__veilProbe.peerConnections") as? Int, 0,
+                       "a connection offered to someone who left: \(pageState(browser))")
+        XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "joined")
+    }
+
     /// The page never asks for the camera, and the server's policy forbids it anyway; it works at
     /// phone width; it connects with the browser's default privacy settings (mDNS host names)
     /// when the microphone is refused.
