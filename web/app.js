@@ -204,6 +204,7 @@ async function openMicrophone() {
     silence.offset.value = 0;
     silence.connect(destination);
     silence.start();
+    state.silence = silence;
     stream = destination.stream;
   }
   state.stream = stream;
@@ -370,6 +371,9 @@ function closeEverything() {
 function stopMicrophone() {
   state.stream?.getTracks().forEach((t) => t.stop());
   try { state.level?.close(); } catch { /* closed */ }
+  // The stand-in for a missing microphone would otherwise run in the audio context for good.
+  try { state.silence?.stop(); state.silence?.disconnect(); } catch { /* stopped */ }
+  state.silence = null;
   state.stream = null; state.track = null; state.level = null; state.levelAnalyser = null; state.microphone = null;
 }
 

@@ -278,6 +278,36 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "joined")
     }
 
+    /// Without a microphone the page sends silence from a Web Audio source; leaving stops it, so
+    /// joining and leaving again leaves nothing running.
+    func testLeavingStopsTheSilenceThatStandsInForAMissingMicrophone() throws {
+        let browser = try browser(extraArguments: ["--deny-permission-prompts"], fakeMediaPermission: false)
+        defer { browser.delete() }
+        try browser.addScriptAtDocumentStart("""
+            (() => {
+              const count = window.__silence = { started: 0, stopped: 0 };
+              const create = BaseAudioContext.prototype.createConstantSource;
+              BaseAudioContext.prototype.createConstantSource = function (...args) {
+                const node = create.apply(this, args);
+                const start = node.start.bind(node), stop = node.stop.bind(node);
+                node.start = (...a) => { count.started++; return start(...a); };
+                node.stop = (...a) => { count.stopped++; return stop(...a); };
+                return node;
+              };
+            })();
+            """)
+        try openPage(browser, room: "r8", user: "web")
+        for round in 1...2 {
+            try browser.execute("document.getElementById('join').click()")
+            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined' && window.veil.timings && window.veil.timings.microphone != null", timeout: 5),
+                          pageState(browser))
+            XCTAssertEqual(try browser.execute("return window.__silence.started") as? Int, round, "no microphone: silence is sent")
+            try browser.execute("document.getElementById('leave').click()")
+            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), pageState(browser))
+            XCTAssertEqual(try browser.execute("return window.__silence.stopped") as? Int, round, "the silence still runs after leaving")
+        }
+    }
+
     /// The page never asks for the camera, and the server's policy forbids it anyway; it works at
     /// phone width; it connects with the browser's default privacy settings (mDNS host names)
     /// when the microphone is refused.
