@@ -526,6 +526,12 @@ function createPeer(user, offerer) {
     // Only the agreed channel carries anything; another label is closed.
     if (remote.pc !== pc) return;
     if (event.channel.label !== CHANNEL_LABEL || offerer) { event.channel.close(); return; }
+    // One channel per connection: while the first is up, another one is closed.
+    const current = remote.channel;
+    if (current && current !== event.channel && (current.readyState === 'open' || current.readyState === 'connecting')) {
+      event.channel.close();
+      return;
+    }
     useChannel(remote, event.channel);
   };
   if (offerer) {

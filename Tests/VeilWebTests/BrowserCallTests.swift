@@ -308,6 +308,81 @@ final class BrowserCallTests: XCTestCase {
         }
     }
 
+    /// A hostile participant (a second browser, scripted; the server already drops messages that
+    /// break the protocol): an offer that is not SDP, candidates that are not candidates, a channel with another label, two "expressions" channels, oversized,
+    /// malformed and text messages. The page stays in the call, counts what it rejects, closes the
+    /// extra channels (the first "expressions" channel is the one), and still decodes and draws the
+    /// valid frames that follow.
+    func testAHostilePeerCannotBreakThePage() throws {
+        let browser = try browser()
+        defer { browser.delete() }
+        try openPage(browser, room: "r9", user: "web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+
+        let mallory = try driver.session()
+        defer { mallory.delete() }
+        try mallory.navigate(try XCTUnwrap(server.pageURL))
+        try mallory.execute("""
+            const [token] = arguments;
+            (async () => {
+              const m = window.__mallory = { log: [] };
+              const wire = await import('/wire.js');
+              const ws = new WebSocket(`ws://${location.host}/ws`);
+              const send = (x) => ws.send(JSON.stringify({ v: 1, ...x }));
+              const pc = new RTCPeerConnection();
+              pc.addTransceiver('audio', { direction: 'sendrecv' });
+              const first = pc.createDataChannel('expressions', { ordered: false, maxRetransmits: 0 });
+              const other = pc.createDataChannel('other');
+              const second = pc.createDataChannel('expressions', { ordered: false, maxRetransmits: 0 });
+              m.channels = { first, other, second };
+              pc.onicecandidate = (e) => {
+                if (e.candidate?.candidate) send({ type: 'ice', to: 'web', mline: e.candidate.sdpMLineIndex ?? 0, candidate: e.candidate.candidate });
+              };
+              ws.onmessage = async (event) => {
+                const message = JSON.parse(event.data);
+                m.log.push(message.type + (message.code ? ':' + message.code : ''));
+                if (message.type === 'joined') {
+                  send({ type: 'offer', to: 'web', sdp: 'v=0\\r\\nthis is not SDP\\r\\n' });
+                  send({ type: 'ice', to: 'web', mline: 0, candidate: 'candidate:nonsense' });
+                  send({ type: 'ice', to: 'web', mline: 9, candidate: 'candidate:1 1 udp 1 999.1.1.1 1 typ host' });
+                  await pc.setLocalDescription(await pc.createOffer());
+                  send({ type: 'offer', to: 'web', sdp: pc.localDescription.sdp });
+                } else if (message.type === 'answer') {
+                  await pc.setRemoteDescription({ type: 'answer', sdp: message.sdp });
+                } else if (message.type === 'ice') {
+                  try { await pc.addIceCandidate({ candidate: message.candidate, sdpMLineIndex: message.mline }); } catch { /* ignored */ }
+                }
+              };
+              ws.onopen = () => send({ type: 'join', room: 'r9', user: 'mallory', token });
+              m.junk = () => {
+                for (const channel of [first, second]) {
+                  if (channel.readyState !== 'open') continue;
+                  channel.send(new Uint8Array(200)); channel.send(new Uint8Array(20).fill(7)); channel.send('not a frame');
+                }
+              };
+              let sequence = 1000;
+              m.valid = () => setInterval(() => {
+                if (first.readyState === 'open') first.send(wire.encodeFrame({ sequence: sequence++, captureTimeMicros: Math.round(performance.now() * 1000),
+                  state: 'tracked', isVoiceDriven: false, expression: wire.neutralExpression() }));
+              }, 33);
+            })();
+            """, [try token("r9", "mallory")])
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory?.state === 'connected'", timeout: 10), pageState(browser))
+        XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.first.readyState === 'open' && window.__mallory.channels.second.readyState !== 'connecting'", timeout: 5),
+                      "\(String(describing: try? mallory.execute("return window.__mallory.log")))")
+        try mallory.execute("window.__mallory.junk(); window.__mallory.valid();")
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.framesDecoded > 30", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.lastSequence > 1020", timeout: 5), "the page stopped drawing: \(pageState(browser))")
+        XCTAssertEqual(try browser.execute("return window.veil.remotes.mallory.framesInvalid") as? Int, 3, pageState(browser))
+        XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "joined")
+        XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.other.readyState === 'closed'", timeout: 3), "a channel with another label stays open")
+        XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.second.readyState === 'closed'", timeout: 3),
+                      "the page left a second expressions channel open")
+        XCTAssertEqual(try mallory.execute("return window.__mallory.channels.first.readyState") as? String, "open",
+                       "the first channel (the connection) should stay up: \(pageState(browser))")
+    }
+
     /// The page never asks for the camera, and the server's policy forbids it anyway; it works at
     /// phone width; it connects with the browser's default privacy settings (mDNS host names)
     /// when the microphone is refused.
