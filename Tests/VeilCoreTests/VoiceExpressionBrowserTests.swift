@@ -10,9 +10,7 @@ final class VoiceExpressionBrowserTests: XCTestCase {
     /// Loads `html` (written to a temporary directory) in headless Chromium and returns the text
     /// of the element with id "out" once the page's scripts have run.
     static func runInChromium(_ html: String) throws -> String {
-        guard let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw SpeechFixture.Missing(description: "chromium is not installed (scripts/bootstrap installs it)")
-        }
+        let chromium = try chromiumPath()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("veil-voice-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -36,6 +34,14 @@ final class VoiceExpressionBrowserTests: XCTestCase {
             throw SpeechFixture.Missing(description: "the page produced no output: \(dom.prefix(500))")
         }
         return String(dom[start.upperBound..<end.lowerBound])
+    }
+
+    /// Debian's chromium (or chromium-browser elsewhere).
+    static func chromiumPath() throws -> String {
+        guard let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw SpeechFixture.Missing(description: "chromium is not installed (scripts/bootstrap installs it)")
+        }
+        return chromium
     }
 
     func testTheJavaScriptPortMatchesSwift() throws {
@@ -159,7 +165,7 @@ final class VoiceExpressionBrowserTests: XCTestCase {
         let port = try XCTUnwrap(Int(portText.trimmingCharacters(in: .whitespacesAndNewlines)), "the page server did not start")
 
         let chromium = Process()
-        chromium.executableURL = URL(fileURLWithPath: "/usr/bin/chromium")
+        chromium.executableURL = URL(fileURLWithPath: try Self.chromiumPath())
         chromium.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--use-fake-device-for-media-stream",
                               "--use-fake-ui-for-media-stream", "--autoplay-policy=no-user-gesture-required",
                               "--user-data-dir=\(directory.appendingPathComponent("profile").path)",
@@ -168,9 +174,13 @@ final class VoiceExpressionBrowserTests: XCTestCase {
         chromium.standardOutput = out
         chromium.standardError = FileHandle.nullDevice
         try chromium.run()
+        // A page that never finishes must fail the test, not hang it.
+        let killer = DispatchWorkItem { if chromium.isRunning { chromium.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: killer)
         let dom = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         chromium.waitUntilExit()
-        let start = try XCTUnwrap(dom.range(of: "<pre id=\"out\">"))
+        killer.cancel()
+        let start = try XCTUnwrap(dom.range(of: "<pre id=\"out\">"), "chromium returned no output element (exit \(chromium.terminationStatus))")
         let end = try XCTUnwrap(dom.range(of: "</pre>", range: start.upperBound..<dom.endIndex))
         let text = String(dom[start.upperBound..<end.lowerBound])
         let rows = try XCTUnwrap(try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[Double]], "page output: \(text.prefix(300))")
