@@ -50,6 +50,11 @@ final class StaticFilesTests: XCTestCase {
     private func request(_ target: String, method: String = "GET", headers: String = "") throws -> HTTPAnswer {
         let socket = try RawWebSocket(port: port)
         try socket.write(Array("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers)\r\n".utf8))
+        return try answer(on: socket)
+    }
+
+    /// The answer on `socket`, read until the server closes (at most 5 s between reads).
+    private func answer(on socket: RawWebSocket) throws -> HTTPAnswer {
         var tv = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(socket.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var data: [UInt8] = []
@@ -148,18 +153,10 @@ final class StaticFilesTests: XCTestCase {
         try socket.write(Array("POST /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(size)\r\n\r\n".utf8))
         let chunk = [UInt8](repeating: 0x61, count: 1 << 20)
         for _ in 0..<(size >> 20) { try socket.write(chunk) }
-        var tv = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(socket.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var data: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = recv(socket.fd, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            data += buffer[0..<n]
-        }
+        let refused = try answer(on: socket)
         let grown = sampler.stop()
         print("a 256 MiB request body: the server's resident memory grew by at most \(grown >> 20) MiB")
-        XCTAssertEqual(try HTTPAnswer(data).status, 413)
+        XCTAssertEqual(refused.status, 413)
         XCTAssertLessThan(grown, 64 << 20, "the server kept the request's body in memory")
 
         let chunked = try request("/app.js", method: "PUT", headers: "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n")
