@@ -204,6 +204,7 @@ async function openMicrophone() {
     silence.offset.value = 0;
     silence.connect(destination);
     silence.start();
+    state.silence = silence;
     stream = destination.stream;
   }
   state.stream = stream;
@@ -259,17 +260,27 @@ async function joined(message) {
   $('join').disabled = false;
   startTimers();
   if (message.muted) setMuted(true);
+  // The room as the server has it now: after a rejoin, whoever left meanwhile is gone. The others'
+  // tiles come at once; whoever leaves while the microphone is still being asked for (a
+  // permission prompt may take long) is removed by `participantLeft` and gets no offer.
+  const participants = (Array.isArray(message.participants) ? message.participants : [])
+    .filter((participant) => typeof participant?.user === 'string' && NAME.test(participant.user) && participant.user !== state.user);
+  const present = new Set(participants.map((participant) => participant.user));
+  for (const user of [...state.remotes.keys()]) if (!present.has(user)) removeRemote(user, 'gone');
+  const expected = participants.map((participant) => {
+    const remote = remoteFor(participant.user);
+    remote.muted = !!participant.muted;
+    return remote;
+  });
+  render();
   if (!state.microphone || !state.stream) state.microphone = openMicrophone();
   await state.microphone;
   await state.certificatePromise;
   debug.timings.microphone = performance.now() - state.joinStarted;
   updateOutputs();
-  for (const participant of message.participants || []) {
-    const remote = remoteFor(participant.user);
-    remote.muted = !!participant.muted;
-    // The newcomer offers to everyone already there (the mesh rule).
-    createPeer(participant.user, true);
-  }
+  if (!state.joined) return;
+  // The newcomer offers to everyone already there (the mesh rule).
+  for (const remote of expected) if (state.remotes.get(remote.user) === remote) createPeer(remote.user, true);
   render();
 }
 
@@ -360,6 +371,9 @@ function closeEverything() {
 function stopMicrophone() {
   state.stream?.getTracks().forEach((t) => t.stop());
   try { state.level?.close(); } catch { /* closed */ }
+  // The stand-in for a missing microphone would otherwise run in the audio context for good.
+  try { state.silence?.stop(); state.silence?.disconnect(); } catch { /* stopped */ }
+  state.silence = null;
   state.stream = null; state.track = null; state.level = null; state.levelAnalyser = null; state.microphone = null;
 }
 
@@ -512,6 +526,12 @@ function createPeer(user, offerer) {
     // Only the agreed channel carries anything; another label is closed.
     if (remote.pc !== pc) return;
     if (event.channel.label !== CHANNEL_LABEL || offerer) { event.channel.close(); return; }
+    // One channel per connection: while the first is up, another one is closed.
+    const current = remote.channel;
+    if (current && current !== event.channel && (current.readyState === 'open' || current.readyState === 'connecting')) {
+      event.channel.close();
+      return;
+    }
     useChannel(remote, event.channel);
   };
   if (offerer) {

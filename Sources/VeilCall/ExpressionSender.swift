@@ -39,6 +39,8 @@ public final class ExpressionSender: @unchecked Sendable {
         var statistics = Statistics()
         var started = false
         var stopped = false
+        /// Reads the session's levels from `start()` until `stop()`.
+        var reader: Task<Void, Never>?
     }
 
     /// The call the frames go out on.
@@ -61,20 +63,33 @@ public final class ExpressionSender: @unchecked Sendable {
     }
 
     /// Starts making voice-driven frames from the session's outgoing audio; they are sent while the
-    /// voice drives. Ends when the session ends or `stop()` is called; calls after the first do nothing
-    /// (the level stream has one reader).
+    /// voice drives. Ends when the session ends, `stop()` is called or the sender is released; calls
+    /// after the first, and calls after `stop()`, do nothing (the level stream has one reader).
     public func start() {
-        guard state.withLock({ s in defer { s.started = true }; return !s.started }) else { return }
-        Task { [self] in
-            for await (user, level) in session.outgoingAudioLevels {
-                if state.withLock({ $0.stopped }) { return }
-                heard(level, sentTo: user)
+        let levels = session.outgoingAudioLevels
+        state.withLock { s in
+            guard !s.started, !s.stopped else { return }
+            s.started = true
+            // Holds neither the sender nor the session: a stopped or released sender lets both go
+            // (a session that ends finishes the stream), instead of waiting for a level that may never come.
+            s.reader = Task { [weak self] in
+                for await (user, level) in levels {
+                    guard let self, !self.state.withLock({ $0.stopped }) else { return }
+                    self.heard(level, sentTo: user)
+                }
             }
         }
     }
 
-    /// Stops sending voice-driven frames.
-    public func stop() { state.withLock { $0.stopped = true } }
+    /// Stops sending voice-driven frames, and reading the session's levels.
+    public func stop() {
+        state.withLock { s in
+            s.stopped = true
+            return s.reader.take()
+        }?.cancel()
+    }
+
+    deinit { state.withLock { $0.reader.take() }?.cancel() }
 
     /// What drives the avatar now.
     public var source: VoiceFallback.Source {

@@ -277,6 +277,26 @@ final class ServerCore: @unchecked Sendable {
                 .serveHTTP(message, path: path.map { String(cString: $0) } ?? "/")
         }, me2, { data in if let data { Unmanaged<ServerCore>.fromOpaque(data).release() } })
 
+        // Every request Veil answers is bodiless (GET, HEAD, the WebSocket upgrade). One that
+        // announces a body is refused once its headers are in, and its body is discarded as it
+        // arrives instead of being collected in memory (one request could otherwise take
+        // gigabytes); the answer goes out once the body is read (or `handshakeTimeout` cuts it).
+        for path in [nil, RoomServer.webSocketPath] {
+            soup_server_add_early_handler(server, path, { _, message, _, _, _ in
+                guard let message else { return }
+                let headers = soup_server_message_get_request_headers(message)
+                let encoding = soup_message_headers_get_encoding(headers)
+                let body = encoding == SOUP_ENCODING_CONTENT_LENGTH ? soup_message_headers_get_content_length(headers) > 0
+                                                                    : encoding != SOUP_ENCODING_NONE
+                guard body else { return }
+                soup_message_body_set_accumulate(soup_server_message_get_request_body(message), 0)
+                soup_server_message_set_status(message, 413, nil)
+                soup_message_headers_replace(soup_server_message_get_response_headers(message), "Connection", "close")
+                let json = #"{"error":"requests to this server carry no body"}"#
+                soup_server_message_set_response(message, "application/json", SOUP_MEMORY_COPY, json, gsize(json.utf8.count))
+            }, nil, nil)
+        }
+
         // Veil listens and accepts itself, not through soup_server_listen (see ServerAcceptor).
         do {
             guard let server else { throw VeilError.io("the HTTP server is gone") }

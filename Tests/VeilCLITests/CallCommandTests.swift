@@ -6,63 +6,29 @@ import XCTest
 /// `veil serve`, `veil token` and two `veil call` processes: a real call between two programs.
 final class CallCommandTests: XCTestCase {
     func testTwoCallsThroughAServer() throws {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-call-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: work) }
-
-        func process(_ args: [String]) throws -> (Process, Pipe, Pipe) {
-            let p = try VeilCommandTests.process(args, in: work, headless: true)
-            let out = Pipe(), err = Pipe()
-            p.standardOutput = out; p.standardError = err
-            return (p, out, err)
-        }
-        func runToEnd(_ args: [String]) throws -> String {
-            let (p, out, _) = try process(args)
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            XCTAssertEqual(p.terminationStatus, 0, "veil \(args.joined(separator: " "))")
-            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let work = try CallWorkspace("veil-call")
+        defer { work.remove() }
 
         // A clip to act as a camera.
-        _ = try runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
+        try work.runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
 
         // The server on a free port; its URL is on stderr.
-        let (server, _, serverErr) = try process(["serve", "--port", "0", "--secret-file", work.appendingPathComponent("secret").path])
-        try server.run()
+        let (server, serverURL) = try work.startServer()
         defer { server.terminate(); server.waitUntilExit() }
-        var url: String?
-        let deadline = Date().addingTimeInterval(10)
-        var log = ""
-        while url == nil, Date() < deadline {
-            let chunk = serverErr.fileHandleForReading.availableData
-            log += String(decoding: chunk, as: UTF8.self)
-            url = log.split(separator: " ").first { $0.hasPrefix("ws://") }.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ";,\n")) }
-        }
-        let server_url = try XCTUnwrap(url, "no URL from veil serve: \(log)")
 
-        let secret = work.appendingPathComponent("secret").path
-        let tokens = try ["alice", "bob"].map { try runToEnd(["token", "--room", "r1", "--user", $0, "--ttl", "5m", "--secret-file", secret]) }
+        let tokens = try work.tokens(["alice", "bob"], room: "r1")
         XCTAssertTrue(tokens.allSatisfy { $0.hasPrefix("v1.") })
 
         let calls = try [("alice", tokens[0], "tone"), ("bob", tokens[1], "none")].map { user, token, audio in
-            try process(["call", "--server", server_url, "--room", "r1", "--user", user, "--token", token, "--video", "face.mp4",
-                     "--audio-in", audio, "--out", "\(user).mp4", "--duration", "6", "--json"])
+            try work.process(["call", "--server", serverURL, "--room", "r1", "--user", user, "--token", token, "--video", "face.mp4",
+                              "--audio-in", audio, "--out", "\(user).mp4", "--duration", "6", "--json"])
         }
         try calls[0].0.run()
         Thread.sleep(forTimeInterval: 0.5)
         try calls[1].0.run()
-        var outputs: [String] = []
-        for (p, out, err) in calls {
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            let errText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.waitUntilExit()
-            XCTAssertEqual(p.terminationStatus, 0, errText)
-            outputs.append(String(decoding: data, as: UTF8.self))
-        }
+        let outputs = CallWorkspace.outputs(of: calls)
         // Events as JSON lines: joined, the other participant, statistics with a candidate pair and RTT.
-        let aliceEvents = outputs[0].split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let aliceEvents = CallWorkspace.events(outputs[0])
         XCTAssertTrue(aliceEvents.contains { $0["event"] as? String == "joined" })
         XCTAssertTrue(aliceEvents.contains { $0["event"] as? String == "participantJoined" && $0["user"] as? String == "bob" })
         let stats = aliceEvents.filter { $0["event"] as? String == "statistics" }.compactMap { ($0["peers"] as? [[String: Any]])?.first }
@@ -72,7 +38,7 @@ final class CallCommandTests: XCTestCase {
 
         // The self-view inset shows the avatar, never the camera: the camera clip is grey
         // (takeo's photo), the avatar and its background are in colour.
-        let aliceVideo = try VideoSource(file: work.appendingPathComponent("alice.mp4"))
+        let aliceVideo = try VideoSource(file: work.directory.appendingPathComponent("alice.mp4"))
         var aliceFrame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
         for _ in 0..<120 { guard try aliceVideo.read(into: &aliceFrame) else { break } }
         let image = aliceFrame.image
@@ -92,12 +58,12 @@ final class CallCommandTests: XCTestCase {
                           "the self-view inset looks like the grey camera picture, not the avatar")
 
         // Bob's recording holds what he saw and heard: video, and alice's tone.
-        let bobVideo = try VideoSource(file: work.appendingPathComponent("bob.mp4"))
+        let bobVideo = try VideoSource(file: work.directory.appendingPathComponent("bob.mp4"))
         var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
         var frames = 0
         while try bobVideo.read(into: &frame) { frames += 1 }
         XCTAssertGreaterThan(frames, 120)
-        let audio = try AudioSource(file: work.appendingPathComponent("bob.mp4"))
+        let audio = try AudioSource(file: work.directory.appendingPathComponent("bob.mp4"))
         var chunk: [Int16] = []
         var energy = 0.0, count = 0
         while try audio.read(into: &chunk) != nil {

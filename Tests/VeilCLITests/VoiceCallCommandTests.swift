@@ -7,63 +7,21 @@ import XCTest
 /// without a camera; bob is told her avatar is voice-driven and receives only voice-driven frames.
 final class VoiceCallCommandTests: XCTestCase {
     func testACallWithoutACameraSendsVoiceDrivenFrames() throws {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-voice-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: work) }
-
-        let espeak = try XCTUnwrap(["/usr/bin/espeak-ng", "/usr/local/bin/espeak-ng"].first { FileManager.default.isExecutableFile(atPath: $0) },
-                                   "espeak-ng is not installed (scripts/bootstrap installs it)")
-        let speak = Process()
-        speak.executableURL = URL(fileURLWithPath: espeak)
-        speak.arguments = ["-v", "en", "-s", "150", "-w", work.appendingPathComponent("speech.wav").path,
-                           "I have no camera, but my avatar still talks when I do. Watch my mouth move with my voice."]
-        try speak.run()
-        speak.waitUntilExit()
-        XCTAssertEqual(speak.terminationStatus, 0)
-
-        func process(_ args: [String]) throws -> (Process, Pipe, Pipe) {
-            let p = try VeilCommandTests.process(args, in: work, headless: true)
-            let out = Pipe(), err = Pipe()
-            p.standardOutput = out; p.standardError = err
-            return (p, out, err)
-        }
-        let secret = work.appendingPathComponent("secret").path
-        let (server, _, serverErr) = try process(["serve", "--port", "0", "--secret-file", secret])
-        try server.run()
+        let work = try CallWorkspace("veil-voice-cli")
+        defer { work.remove() }
+        try work.speak("I have no camera, but my avatar still talks when I do. Watch my mouth move with my voice.")
+        let (server, serverURL) = try work.startServer()
         defer { server.terminate(); server.waitUntilExit() }
-        var url: String?
-        var log = ""
-        let deadline = Date().addingTimeInterval(10)
-        while url == nil, Date() < deadline {
-            log += String(decoding: serverErr.fileHandleForReading.availableData, as: UTF8.self)
-            url = log.split(separator: " ").first { $0.hasPrefix("ws://") }.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ";,\n")) }
-        }
-        let serverURL = try XCTUnwrap(url, "no URL from veil serve: \(log)")
-        let tokens = try ["alice", "bob"].map { user -> String in
-            let (p, out, _) = try process(["token", "--room", "r1", "--user", user, "--ttl", "5m", "--secret-file", secret])
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let tokens = try work.tokens(["alice", "bob"], room: "r1")
 
         let calls = try [("alice", tokens[0], "speech.wav"), ("bob", tokens[1], "none")].map { user, token, audio in
-            try process(["call", "--server", serverURL, "--room", "r1", "--user", user, "--token", token, "--camera", "none",
-                         "--audio-in", audio, "--out", "none", "--duration", "9", "--json"])
+            try work.process(["call", "--server", serverURL, "--room", "r1", "--user", user, "--token", token, "--camera", "none",
+                              "--audio-in", audio, "--out", "none", "--duration", "9", "--json"])
         }
         try calls[0].0.run()
         Thread.sleep(forTimeInterval: 0.5)
         try calls[1].0.run()
-        var lines: [[[String: Any]]] = []
-        for (p, out, err) in calls {
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            let errText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.waitUntilExit()
-            XCTAssertEqual(p.terminationStatus, 0, errText)
-            lines.append(String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap {
-                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-            })
-        }
+        let lines = CallWorkspace.outputs(of: calls).map(CallWorkspace.events)
         let (alice, bob) = (lines[0], lines[1])
         // Alice is told her avatar follows her voice, and sends only voice-driven frames.
         XCTAssertTrue(alice.contains { $0["event"] as? String == "expressionSource" && $0["source"] as? String == "voice" })
@@ -84,27 +42,12 @@ final class VoiceCallCommandTests: XCTestCase {
     /// `veil call --video` on a clip whose face leaves the picture for 2.5 s: alice's avatar
     /// follows her face, then (after a second) her voice, then her face again; bob is told both ways.
     func testAFaceThatLeavesThePictureHandsTheAvatarToTheVoiceAndBack() throws {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-voice-lost-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: work) }
-        func process(_ args: [String]) throws -> (Process, Pipe, Pipe) {
-            let p = try VeilCommandTests.process(args, in: work, headless: true)
-            let out = Pipe(), err = Pipe()
-            p.standardOutput = out; p.standardError = err
-            return (p, out, err)
-        }
-        func runToEnd(_ args: [String]) throws -> String {
-            let (p, out, _) = try process(args)
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            XCTAssertEqual(p.terminationStatus, 0, "veil \(args.joined(separator: " "))")
-            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let work = try CallWorkspace("veil-voice-lost")
+        defer { work.remove() }
 
         // The camera: a talking face, with 2.5 s of an empty grey picture from 2.5 s on.
-        _ = try runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
-        let face = try VideoSource(file: work.appendingPathComponent("face.mp4"))
+        try work.runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
+        let face = try VideoSource(file: work.directory.appendingPathComponent("face.mp4"))
         var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
         var images: [RGBImage] = []
         while images.count < 270, try face.read(into: &frame) { images.append(frame.image) }
@@ -113,51 +56,24 @@ final class VoiceCallCommandTests: XCTestCase {
         let (width, height) = (images[0].width, images[0].height)
         var empty = RGBImage(width: width, height: height)
         for i in empty.pixels.indices { empty.pixels[i] = 128 }
-        let writer = try VideoWriter(url: work.appendingPathComponent("camera.mp4"), width: width, height: height, framesPerSecond: 30)
+        let writer = try VideoWriter(url: work.directory.appendingPathComponent("camera.mp4"), width: width, height: height, framesPerSecond: 30)
         for (i, image) in images.enumerated() { try writer.write((75..<150).contains(i) ? empty : image) }
         try writer.finish()
 
-        let espeak = try XCTUnwrap(["/usr/bin/espeak-ng", "/usr/local/bin/espeak-ng"].first { FileManager.default.isExecutableFile(atPath: $0) },
-                                   "espeak-ng is not installed (scripts/bootstrap installs it)")
-        let speak = Process()
-        speak.executableURL = URL(fileURLWithPath: espeak)
-        speak.arguments = ["-v", "en", "-s", "150", "-w", work.appendingPathComponent("speech.wav").path,
-                           "Here I am. Now I step out of the picture for a moment, but I keep on talking to you, and now I am back again."]
-        try speak.run()
-        speak.waitUntilExit()
-
-        let secret = work.appendingPathComponent("secret").path
-        let (server, _, serverErr) = try process(["serve", "--port", "0", "--secret-file", secret])
-        try server.run()
+        try work.speak("Here I am. Now I step out of the picture for a moment, but I keep on talking to you, and now I am back again.")
+        let (server, serverURL) = try work.startServer()
         defer { server.terminate(); server.waitUntilExit() }
-        var url: String?
-        var log = ""
-        let deadline = Date().addingTimeInterval(10)
-        while url == nil, Date() < deadline {
-            log += String(decoding: serverErr.fileHandleForReading.availableData, as: UTF8.self)
-            url = log.split(separator: " ").first { $0.hasPrefix("ws://") }.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ";,\n")) }
-        }
-        let serverURL = try XCTUnwrap(url, "no URL from veil serve: \(log)")
-        let tokens = try ["alice", "bob"].map { try runToEnd(["token", "--room", "r1", "--user", $0, "--ttl", "5m", "--secret-file", secret]) }
+        let tokens = try work.tokens(["alice", "bob"], room: "r1")
 
         // Bob first, so that alice's clip plays while the call is up.
-        let bobCall = try process(["call", "--server", serverURL, "--room", "r1", "--user", "bob", "--token", tokens[1], "--camera", "none",
-                                   "--audio-in", "none", "--out", "none", "--duration", "13", "--json"])
-        let aliceCall = try process(["call", "--server", serverURL, "--room", "r1", "--user", "alice", "--token", tokens[0], "--video", "camera.mp4",
-                                     "--audio-in", "speech.wav", "--out", "none", "--duration", "9.5", "--json"])
+        let bobCall = try work.process(["call", "--server", serverURL, "--room", "r1", "--user", "bob", "--token", tokens[1], "--camera", "none",
+                                        "--audio-in", "none", "--out", "none", "--duration", "13", "--json"])
+        let aliceCall = try work.process(["call", "--server", serverURL, "--room", "r1", "--user", "alice", "--token", tokens[0], "--video", "camera.mp4",
+                                          "--audio-in", "speech.wav", "--out", "none", "--duration", "9.5", "--json"])
         try bobCall.0.run()
         Thread.sleep(forTimeInterval: 1)
         try aliceCall.0.run()
-        var lines: [[[String: Any]]] = []
-        for (p, out, err) in [aliceCall, bobCall] {
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            let errText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.waitUntilExit()
-            XCTAssertEqual(p.terminationStatus, 0, errText)
-            lines.append(String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap {
-                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-            })
-        }
+        let lines = CallWorkspace.outputs(of: [aliceCall, bobCall]).map(CallWorkspace.events)
         let (alice, bob) = (lines[0], lines[1])
         // Alice: face, then voice, then face again (a slow start of the tracker may add a voice
         // spell before the first face).

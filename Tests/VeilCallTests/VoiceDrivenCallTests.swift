@@ -166,6 +166,28 @@ final class VoiceDrivenCallTests: XCTestCase {
         XCTAssertTrue(frames.allSatisfy(\.isVoiceDriven))
     }
 
+    /// A sender that is stopped, or released without `stop()`, lets go of its session at once, though
+    /// no audio level ever comes (a session alone, never started): nothing keeps the session, its loop
+    /// and its thread alive after the call.
+    func testASenderStoppedOrReleasedLetsGoOfItsSession() throws {
+        for stops in [true, false] {
+            weak var session: CallSession?
+            weak var sender: ExpressionSender?
+            do {
+                let alone = CallSession(configuration: .init(server: URL(string: "ws://127.0.0.1:9/ws")!, room: "voice",
+                                                             user: "alice", token: "v1.unused"))
+                let voice = ExpressionSender(session: alone, hasCamera: false, seed: 1)
+                voice.start()
+                if stops { voice.stop() }
+                session = alone; sender = voice
+            }
+            let deadline = Date().addingTimeInterval(3)
+            while session != nil || sender != nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            XCTAssertNil(sender, stops ? "a stopped sender is still alive" : "a released sender is still alive")
+            XCTAssertNil(session, stops ? "a stopped sender still holds its session" : "a released sender still holds its session")
+        }
+    }
+
     func testALostFaceHandsOverToTheVoiceAfterASecondAndBackWhenItReturns() throws {
         let call = try startCall("I am talking while I move out of view of my camera, and then I come back again to show my face.")
         defer { end(call) }

@@ -10,19 +10,22 @@ final class VoiceExpressionBrowserTests: XCTestCase {
     /// Loads `html` (written to a temporary directory) in headless Chromium and returns the text
     /// of the element with id "out" once the page's scripts have run.
     static func runInChromium(_ html: String) throws -> String {
-        guard let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw SpeechFixture.Missing(description: "chromium is not installed (scripts/bootstrap installs it)")
-        }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("veil-voice-js-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let page = directory.appendingPathComponent("page.html")
         try html.write(to: page, atomically: true, encoding: .utf8)
+        return try output(of: page, profile: directory.appendingPathComponent("profile"),
+                          arguments: ["--allow-file-access-from-files", "--virtual-time-budget=20000"])
+    }
+
+    /// Headless Chromium's DOM of `page` (with `arguments` and a profile in `profile`) once it has
+    /// loaded: the text of the element with id "out". A page that never finishes is ended after 60 s.
+    static func output(of page: URL, profile: URL, arguments: [String]) throws -> String {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: chromium)
-        process.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
-                             "--user-data-dir=\(directory.appendingPathComponent("profile").path)",
-                             "--virtual-time-budget=20000", "--dump-dom", page.absoluteString]
+        process.executableURL = URL(fileURLWithPath: try chromiumPath())
+        process.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(profile.path)"] + arguments
+            + ["--dump-dom", page.absoluteString]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -33,9 +36,17 @@ final class VoiceExpressionBrowserTests: XCTestCase {
         process.waitUntilExit()
         killer.cancel()
         guard let start = dom.range(of: "<pre id=\"out\">"), let end = dom.range(of: "</pre>", range: start.upperBound..<dom.endIndex) else {
-            throw SpeechFixture.Missing(description: "the page produced no output: \(dom.prefix(500))")
+            throw SpeechFixture.Missing(description: "the page produced no output (chromium exit \(process.terminationStatus)): \(dom.prefix(500))")
         }
         return String(dom[start.upperBound..<end.lowerBound])
+    }
+
+    /// Debian's chromium (or chromium-browser elsewhere).
+    static func chromiumPath() throws -> String {
+        guard let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw SpeechFixture.Missing(description: "chromium is not installed (scripts/bootstrap installs it)")
+        }
+        return chromium
     }
 
     func testTheJavaScriptPortMatchesSwift() throws {
@@ -158,21 +169,9 @@ final class VoiceExpressionBrowserTests: XCTestCase {
         }
         let port = try XCTUnwrap(Int(portText.trimmingCharacters(in: .whitespacesAndNewlines)), "the page server did not start")
 
-        let chromium = Process()
-        chromium.executableURL = URL(fileURLWithPath: "/usr/bin/chromium")
-        chromium.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--use-fake-device-for-media-stream",
-                              "--use-fake-ui-for-media-stream", "--autoplay-policy=no-user-gesture-required",
-                              "--user-data-dir=\(directory.appendingPathComponent("profile").path)",
-                              "--dump-dom", "http://127.0.0.1:\(port)/mic.html"]
-        let out = Pipe()
-        chromium.standardOutput = out
-        chromium.standardError = FileHandle.nullDevice
-        try chromium.run()
-        let dom = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        chromium.waitUntilExit()
-        let start = try XCTUnwrap(dom.range(of: "<pre id=\"out\">"))
-        let end = try XCTUnwrap(dom.range(of: "</pre>", range: start.upperBound..<dom.endIndex))
-        let text = String(dom[start.upperBound..<end.lowerBound])
+        let text = try Self.output(of: URL(string: "http://127.0.0.1:\(port)/mic.html")!, profile: directory.appendingPathComponent("profile"),
+                                   arguments: ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+                                               "--autoplay-policy=no-user-gesture-required"])
         let rows = try XCTUnwrap(try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[Double]], "page output: \(text.prefix(300))")
         let levels = rows.map { $0[0] }, jaw = rows.map { $0[1] }
         print("MicrophoneLevel on the fake microphone: \(rows.count) reads, level \(levels.min() ?? 0)…\(levels.max() ?? 0), jaw up to \(jaw.max() ?? 0), last \(jaw.last ?? 0)")

@@ -50,6 +50,11 @@ final class StaticFilesTests: XCTestCase {
     private func request(_ target: String, method: String = "GET", headers: String = "") throws -> HTTPAnswer {
         let socket = try RawWebSocket(port: port)
         try socket.write(Array("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers)\r\n".utf8))
+        return try answer(on: socket)
+    }
+
+    /// The answer on `socket`, read until the server closes (at most 5 s between reads).
+    private func answer(on socket: RawWebSocket) throws -> HTTPAnswer {
         var tv = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(socket.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var data: [UInt8] = []
@@ -139,6 +144,28 @@ final class StaticFilesTests: XCTestCase {
         XCTAssertEqual(try request("/app.js", method: "PUT").status, 405)
     }
 
+    /// Every request the server answers is bodiless: one that carries a body is refused (413), and
+    /// the body is not kept: 256 MiB sent to the server (this process) leave its memory as it was.
+    func testARequestWithABodyIsRefusedAndItsBodyNotKept() throws {
+        let size = 256 << 20
+        let socket = try RawWebSocket(port: port)
+        let sampler = ResidentMemorySampler()
+        try socket.write(Array("POST /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(size)\r\n\r\n".utf8))
+        let chunk = [UInt8](repeating: 0x61, count: 1 << 20)
+        for _ in 0..<(size >> 20) { try socket.write(chunk) }
+        let refused = try answer(on: socket)
+        let grown = sampler.stop()
+        print("a 256 MiB request body: the server's resident memory grew by at most \(grown >> 20) MiB")
+        XCTAssertEqual(refused.status, 413)
+        XCTAssertLessThan(grown, 64 << 20, "the server kept the request's body in memory")
+
+        let chunked = try request("/app.js", method: "PUT", headers: "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n")
+        XCTAssertEqual(chunked.status, 413)
+        XCTAssertEqual(try request("/ws", headers: "Content-Length: 5\r\n\r\nhello").status, 413)
+        XCTAssertEqual(try request("/app.js", headers: "Content-Length: 0\r\n").status, 200, "an empty body is no body")
+        XCTAssertEqual(try request("/health").status, 200)
+    }
+
     func testNothingOutsideTheDirectoryNorHiddenNorUnknownIsServed() throws {
         let attempts = [
             "/../secret.txt", "/sub/../../secret.txt", "/%2e%2e/secret.txt", "/%2E%2E%2Fsecret.txt", "/sub/%2e%2e/%2e%2e/secret.txt",
@@ -191,5 +218,40 @@ final class StaticFilesTests: XCTestCase {
         XCTAssertEqual(try request("/health").status, 200)
         XCTAssertThrowsError(try RoomServer(configuration: .init(secret: ServerSecret.random(), port: 0,
                                                                   webRoot: work.appendingPathComponent("absent"))).start())
+    }
+}
+
+/// The highest resident memory of this process while it runs, sampled every 5 ms from /proc.
+final class ResidentMemorySampler: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peak = 0
+    private var running = true
+    private let baseline: Int
+    private let done = DispatchSemaphore(value: 0)
+
+    init() {
+        baseline = Self.resident()
+        Thread.detachNewThread { [self] in
+            while lock.withLock({ running }) {
+                let now = Self.resident()
+                lock.withLock { peak = max(peak, now) }
+                usleep(5000)
+            }
+            done.signal()
+        }
+    }
+
+    /// Stops sampling; returns how far the peak rose above the start, in bytes.
+    func stop() -> Int {
+        lock.withLock { running = false }
+        done.wait()
+        return max(0, lock.withLock { peak } - baseline)
+    }
+
+    static func resident() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+        return kilobytes * 1024
     }
 }

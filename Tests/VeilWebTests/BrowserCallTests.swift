@@ -240,6 +240,149 @@ final class BrowserCallTests: XCTestCase {
                        "closing the tab is not a leave")
     }
 
+    /// Someone who leaves while the page still waits for its microphone (a permission prompt can
+    /// take long) gets no offer and leaves no tile behind; the room's others are shown at once.
+    func testWhoLeavesWhileTheMicrophoneIsAskedForGetsNoOffer() throws {
+        let carol = try nativeSession(room: "r7", user: "carol")
+        let carolLog = EventRecorder(carol)
+        carol.start()
+        XCTAssertTrue(wait(10) { carolLog.joined })
+        let browser = try browser()
+        defer { browser.delete() }
+        // The microphone answers only when the test says so, like a permission prompt.
+        try browser.addScriptAtDocumentStart("""
+            (() => {
+              const devices = navigator.mediaDevices;
+              const original = devices.getUserMedia.bind(devices);
+              const answered = new Promise((resolve) => { window.__answerMicrophone = resolve; });
+              devices.getUserMedia = (constraints) => answered.then(() => original(constraints));
+            })();
+            """)
+        try openPage(browser, room: "r7", user: "web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "document.querySelector('figure.tile[data-user=\"carol\"]') !== null", timeout: 2),
+                      "carol's tile should show while the microphone is asked for: \(pageState(browser))")
+
+        awaitLeave(carol)
+        XCTAssertTrue(wait(5) { self.server.status().participants == 1 }, "carol should have left")
+        XCTAssertTrue(try browser.wait(for: "document.querySelectorAll('figure.tile').length === 0", timeout: 3),
+                      "carol's tile should go when she leaves: \(pageState(browser))")
+        try browser.execute("window.__answerMicrophone()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.timings && window.veil.timings.microphone != null", timeout: 5), pageState(browser))
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(try browser.execute("return document.querySelectorAll('figure.tile').length") as? Int, 0,
+                       "a tile for someone who left: \(pageState(browser))")
+        XCTAssertEqual(try browser.execute("return window.__veilProbe.peerConnections") as? Int, 0,
+                       "a connection offered to someone who left: \(pageState(browser))")
+        XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "joined")
+    }
+
+    /// Without a microphone the page sends silence from a Web Audio source; leaving stops it, so
+    /// joining and leaving again leaves nothing running.
+    func testLeavingStopsTheSilenceThatStandsInForAMissingMicrophone() throws {
+        let browser = try browser(extraArguments: ["--deny-permission-prompts"], fakeMediaPermission: false)
+        defer { browser.delete() }
+        try browser.addScriptAtDocumentStart("""
+            (() => {
+              const count = window.__silence = { started: 0, stopped: 0 };
+              const create = BaseAudioContext.prototype.createConstantSource;
+              BaseAudioContext.prototype.createConstantSource = function (...args) {
+                const node = create.apply(this, args);
+                const start = node.start.bind(node), stop = node.stop.bind(node);
+                node.start = (...a) => { count.started++; return start(...a); };
+                node.stop = (...a) => { count.stopped++; return stop(...a); };
+                return node;
+              };
+            })();
+            """)
+        try openPage(browser, room: "r8", user: "web")
+        for round in 1...2 {
+            try browser.execute("document.getElementById('join').click()")
+            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined' && window.veil.timings && window.veil.timings.microphone != null", timeout: 5),
+                          pageState(browser))
+            XCTAssertEqual(try browser.execute("return window.__silence.started") as? Int, round, "no microphone: silence is sent")
+            try browser.execute("document.getElementById('leave').click()")
+            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), pageState(browser))
+            XCTAssertEqual(try browser.execute("return window.__silence.stopped") as? Int, round, "the silence still runs after leaving")
+        }
+    }
+
+    /// A hostile participant (a second browser, scripted; the server already drops messages that
+    /// break the protocol): an offer that is not SDP, candidates that are not candidates, a channel with another label, two "expressions" channels, oversized,
+    /// malformed and text messages. The page stays in the call, counts what it rejects, closes the
+    /// extra channels (the first "expressions" channel is the one), and still decodes and draws the
+    /// valid frames that follow.
+    func testAHostilePeerCannotBreakThePage() throws {
+        let browser = try browser()
+        defer { browser.delete() }
+        try openPage(browser, room: "r9", user: "web")
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+
+        let mallory = try driver.session()
+        defer { mallory.delete() }
+        try mallory.navigate(try XCTUnwrap(server.pageURL))
+        try mallory.execute("""
+            const [token] = arguments;
+            (async () => {
+              const m = window.__mallory = { log: [] };
+              const wire = await import('/wire.js');
+              const ws = new WebSocket(`ws://${location.host}/ws`);
+              const send = (x) => ws.send(JSON.stringify({ v: 1, ...x }));
+              const pc = new RTCPeerConnection();
+              pc.addTransceiver('audio', { direction: 'sendrecv' });
+              const first = pc.createDataChannel('expressions', { ordered: false, maxRetransmits: 0 });
+              const other = pc.createDataChannel('other');
+              const second = pc.createDataChannel('expressions', { ordered: false, maxRetransmits: 0 });
+              m.channels = { first, other, second };
+              pc.onicecandidate = (e) => {
+                if (e.candidate?.candidate) send({ type: 'ice', to: 'web', mline: e.candidate.sdpMLineIndex ?? 0, candidate: e.candidate.candidate });
+              };
+              ws.onmessage = async (event) => {
+                const message = JSON.parse(event.data);
+                m.log.push(message.type + (message.code ? ':' + message.code : ''));
+                if (message.type === 'joined') {
+                  send({ type: 'offer', to: 'web', sdp: 'v=0\\r\\nthis is not SDP\\r\\n' });
+                  send({ type: 'ice', to: 'web', mline: 0, candidate: 'candidate:nonsense' });
+                  send({ type: 'ice', to: 'web', mline: 9, candidate: 'candidate:1 1 udp 1 999.1.1.1 1 typ host' });
+                  await pc.setLocalDescription(await pc.createOffer());
+                  send({ type: 'offer', to: 'web', sdp: pc.localDescription.sdp });
+                } else if (message.type === 'answer') {
+                  await pc.setRemoteDescription({ type: 'answer', sdp: message.sdp });
+                } else if (message.type === 'ice') {
+                  try { await pc.addIceCandidate({ candidate: message.candidate, sdpMLineIndex: message.mline }); } catch { /* ignored */ }
+                }
+              };
+              ws.onopen = () => send({ type: 'join', room: 'r9', user: 'mallory', token });
+              m.junk = () => {
+                for (const channel of [first, second]) {
+                  if (channel.readyState !== 'open') continue;
+                  channel.send(new Uint8Array(200)); channel.send(new Uint8Array(20).fill(7)); channel.send('not a frame');
+                }
+              };
+              let sequence = 1000;
+              m.valid = () => setInterval(() => {
+                if (first.readyState === 'open') first.send(wire.encodeFrame({ sequence: sequence++, captureTimeMicros: Math.round(performance.now() * 1000),
+                  state: 'tracked', isVoiceDriven: false, expression: wire.neutralExpression() }));
+              }, 33);
+            })();
+            """, [try token("r9", "mallory")])
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory?.state === 'connected'", timeout: 10), pageState(browser))
+        XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.first.readyState === 'open' && window.__mallory.channels.second.readyState !== 'connecting'", timeout: 5),
+                      "\(String(describing: try? mallory.execute("return window.__mallory.log")))")
+        try mallory.execute("window.__mallory.junk(); window.__mallory.valid();")
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.framesDecoded > 30", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.lastSequence > 1020", timeout: 5), "the page stopped drawing: \(pageState(browser))")
+        XCTAssertEqual(try browser.execute("return window.veil.remotes.mallory.framesInvalid") as? Int, 3, pageState(browser))
+        XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "joined")
+        XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.other.readyState === 'closed'", timeout: 3), "a channel with another label stays open")
+        XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.second.readyState === 'closed'", timeout: 3),
+                      "the page left a second expressions channel open")
+        XCTAssertEqual(try mallory.execute("return window.__mallory.channels.first.readyState") as? String, "open",
+                       "the first channel (the connection) should stay up: \(pageState(browser))")
+    }
+
     /// The page never asks for the camera, and the server's policy forbids it anyway; it works at
     /// phone width; it connects with the browser's default privacy settings (mDNS host names)
     /// when the microphone is refused.

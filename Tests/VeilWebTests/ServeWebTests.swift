@@ -1,6 +1,9 @@
 import Foundation
 import VeilCore
 import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import veil
 
 /// `veil serve --web`: which directory is served at `/`, and what the server says when none is found.
@@ -39,7 +42,7 @@ final class ServeWebTests: XCTestCase {
     func testVeilServeServesThePage() throws {
         for (arguments, expectPage) in [([String](), true), (["--web", "none"], false)] {
             let (process, port, log) = try startServe(arguments)
-            defer { process.terminate(); process.waitUntilExit() }
+            defer { XCTAssertTrue(stop(process), "veil serve did not stop on SIGTERM") }
             let page = try get(port: port, path: "/")
             if expectPage {
                 XCTAssertTrue(page.hasPrefix("HTTP/1.1 200"), page)
@@ -51,6 +54,29 @@ final class ServeWebTests: XCTestCase {
             }
             XCTAssertTrue(try get(port: port, path: "/health").hasPrefix("HTTP/1.1 200"))
         }
+    }
+
+    /// Stopped the moment it says it listens, `veil serve` ends on SIGTERM every time (the signal is
+    /// caught from before it starts listening, never ignored on the way in).
+    func testVeilServeStopsOnSIGTERMRightAfterStarting() throws {
+        var hung = 0
+        for _ in 0..<30 {
+            let (process, _, _) = try startServe(["--web", "none"])
+            if !stop(process) { hung += 1 }
+        }
+        XCTAssertEqual(hung, 0, "veil serve ignored SIGTERM \(hung) times in 30")
+    }
+
+    /// SIGTERM, then SIGKILL if `process` has not ended within 3 s; whether it ended by itself.
+    private func stop(_ process: Process) -> Bool {
+        let ended = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in ended.signal() }
+        guard process.isRunning else { return true }
+        process.terminate()
+        if ended.wait(timeout: .now() + 3) == .success { return true }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return false
     }
 
     private func startServe(_ extra: [String]) throws -> (Process, Int, String) {
