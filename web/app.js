@@ -154,7 +154,10 @@ async function join() {
   $('join').disabled = true;
   await state.modules;
   if (!wire) { $('join').disabled = false; return showLobbyMessage('This page is incomplete (wire.js did not load): reload it.'); }
-  Object.assign(state, { room, user, leaving: false, joined: false, muted: false, sequence: 0 });
+  // A new generation: timers of an earlier call (a pending automatic rejoin) no longer act, and the
+  // voice-driven face is seeded anew from this name.
+  Object.assign(state, { room, user, leaving: false, joined: false, muted: false, sequence: 0,
+                         generation: (state.generation || 0) + 1, voiceExpression: null });
   state.joinStarted = performance.now();
   debug.status = 'joining';
   debug.error = null;
@@ -320,10 +323,12 @@ function closed(event) {
   // Dropped while in the call: rejoin after a moment (the server holds the seat for 3 s).
   state.joined = false;
   showCallMessage('Connection to the server lost; reconnecting…');
-  setTimeout(() => { if (!state.leaving) rejoin(); }, 500);
+  const generation = state.generation;
+  setTimeout(() => { if (!state.leaving && state.generation === generation) rejoin(); }, 500);
 }
 
 function rejoin() {
+  const generation = state.generation;
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   const ws = new WebSocket(`${scheme}//${location.host}/ws`);
   state.ws = ws;
@@ -333,7 +338,7 @@ function rejoin() {
     if (state.ws !== ws) return;
     state.ws = null;
     stopTimers();
-    if (!state.leaving) setTimeout(() => { if (!state.leaving) rejoin(); }, 2000);
+    if (!state.leaving) setTimeout(() => { if (!state.leaving && state.generation === generation) rejoin(); }, 2000);
   };
   const hide = () => { $('call-message').hidden = true; };
   ws.addEventListener('message', hide, { once: true });
@@ -346,6 +351,7 @@ function sendLeave() {
 /** Leave: tells the server, closes every connection, back to the lobby. */
 function leave() {
   state.leaving = true;
+  state.generation = (state.generation || 0) + 1;
   sendLeave();
   const ws = state.ws;
   state.ws = null;
