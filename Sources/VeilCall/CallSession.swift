@@ -37,6 +37,10 @@ public final class CallSession: @unchecked Sendable {
         /// A connected peer from which nothing (voice RTP, which flows even when muted, or
         /// expression frames) has arrived for this long is treated as failed.
         public var mediaSilenceTimeout: TimeInterval
+        /// A peer connected this long without an open expression channel is treated as failed:
+        /// under loss the channel's opening message can be lost for good (seen at 10 % loss on a
+        /// 400 ms round trip), and the voice alone would keep the connection looking alive.
+        public var expressionChannelTimeout: TimeInterval = 10
 
         public init(server: URL, room: String, user: String, token: String, audioInput: AudioInput = .silence,
                     audioOutput: @escaping @Sendable (String) -> AudioOutput = { _ in .discard },
@@ -108,6 +112,8 @@ public final class CallSession: @unchecked Sendable {
         var recovery: PeerRecoveryPolicy?
         /// Whether the current `peer`'s failure was already handed to `recovery`.
         var failureNoted = false
+        /// Since when the current `peer` has been connected without an open expression channel.
+        var withoutChannelSinceMicros: UInt64?
     }
 
     private struct State {
@@ -440,6 +446,7 @@ public final class CallSession: @unchecked Sendable {
             remote.peer = peer
             remote.buffer.reset()
             remote.failureNoted = false
+            remote.withoutChannelSinceMicros = nil
             if remote.recovery == nil { remote.recovery = PeerRecoveryPolicy(configuration: configuration.peerRecovery) }
             s.remotes[user] = remote
             return (old, s.muted)
@@ -498,6 +505,7 @@ public final class CallSession: @unchecked Sendable {
     private func checkPeers() {
         let now = mediaTimeMicros
         let silenceLimit = UInt64(max(0.5, configuration.mediaSilenceTimeout) * 1_000_000)
+        let channelLimit = UInt64(max(0.5, configuration.expressionChannelTimeout) * 1_000_000)
         let actions = state.withLock { s -> [(user: String, action: PeerRecoveryPolicy.Action, attempt: Int)] in
             guard !s.leaving, s.joined else { return [] }
             var actions: [(user: String, action: PeerRecoveryPolicy.Action, attempt: Int)] = []
@@ -505,7 +513,13 @@ public final class CallSession: @unchecked Sendable {
                 guard var remote = s.remotes[user], let peer = remote.peer, var policy = remote.recovery else { continue }
                 let peerState = peer.state
                 let heard = peer.lastHeardMicros ?? now
-                let silent = peerState == .connected && now > heard && now - heard > silenceLimit
+                if peerState == .connected && !peer.isDataChannelOpen {
+                    if remote.withoutChannelSinceMicros == nil { remote.withoutChannelSinceMicros = now }
+                } else {
+                    remote.withoutChannelSinceMicros = nil
+                }
+                let channelMissing = remote.withoutChannelSinceMicros.map { now > $0 && now - $0 > channelLimit } ?? false
+                let silent = peerState == .connected && (channelMissing || (now > heard && now - heard > silenceLimit))
                 var action: PeerRecoveryPolicy.Action
                 if (peerState == .failed || silent) && !remote.failureNoted {
                     remote.failureNoted = true
@@ -562,6 +576,12 @@ extension CallSession {
     /// recovery can be exercised; returns how many transport elements were cut.
     func cutNetworkPath(to user: String) -> Int {
         state.withLock { $0.remotes[user]?.peer }?.cutNetworkPath() ?? 0
+    }
+
+    /// Closes the expression channel to `user` while the connection stays up; returns whether
+    /// there was one.
+    func closeExpressionChannel(to user: String) -> Bool {
+        state.withLock { $0.remotes[user]?.peer }?.closeExpressionChannel() ?? false
     }
 
     /// Offers `user` a fresh connection now, as recovery does (drills of simultaneous offers).

@@ -438,4 +438,14 @@ extension PeerConnection {
         let dead = NetworkImpairment(loss: 1, seed: 0)
         return (try? loop.sync { [graph] in graph.liveWebrtcbin == nil ? 0 : graph.impair(with: dead, direction: .both) }) ?? 0
     }
+
+    /// Fault drill: closes the expression data channel while the connection stays up, as when
+    /// the channel's opening message was lost for good. Returns whether there was one to close.
+    func closeExpressionChannel() -> Bool {
+        (try? loop.sync { [graph] in
+            guard graph.liveWebrtcbin != nil, let channel = graph.channel else { return false }
+            gst_webrtc_data_channel_close(channel)
+            return true
+        }) ?? false
+    }
 }

@@ -32,10 +32,12 @@ final class CallSessionTests: XCTestCase {
         return (server, try server.start())
     }
 
-    func session(_ user: String, url: URL, secret: ServerSecret, tone: Double) throws -> CallSession {
+    func session(_ user: String, url: URL, secret: ServerSecret, tone: Double,
+                 expressionChannelTimeout: TimeInterval = 10) throws -> CallSession {
         let token = try TokenAuthority(secret: secret).issue(room: "lobby", user: user, lifetime: 600)
         var configuration = CallSession.Configuration(server: url, room: "lobby", user: user, token: token,
                                                       audioInput: .testTone(frequency: tone))
+        configuration.expressionChannelTimeout = expressionChannelTimeout
         configuration.reconnection.initialDelayMicros = 100_000
         configuration.reconnection.maximumDelayMicros = 1_000_000
         return CallSession(configuration: configuration)
@@ -128,6 +130,54 @@ final class CallSessionTests: XCTestCase {
     /// A network path that dies while webrtcbin still says `connected` (GStreamer 1.22 does not
     /// check consent): both sides notice the silence, renegotiate a fresh connection, and the
     /// expressions flow again, with no signaling outage and nobody leaving.
+    /// A connection whose expression channel is gone while the voice still flows (under loss the
+    /// channel's opening message can be lost for good) is renegotiated: the voice alone would keep
+    /// it looking alive, and the avatar would stay frozen.
+    func testAConnectionWithoutAnExpressionChannelIsRenegotiated() throws {
+        try PeerConnection.prepare()
+        let secret = ServerSecret.random()
+        let (server, url) = try makeServer(secret: secret)
+        defer { server.stop() }
+        let alice = try session("alice", url: url, secret: secret, tone: 440, expressionChannelTimeout: 2)
+        let bob = try session("bob", url: url, secret: secret, tone: 660, expressionChannelTimeout: 2)
+        let a = Recorder(alice), b = Recorder(bob)
+        alice.start()
+        waitUntil("alice joined", timeout: 5) { a.has { if case .joined = $0 { return true }; return false } }
+        bob.start()
+        waitUntil("data channels open", timeout: 10) { alice.participants == ["bob"] && bob.participants == ["alice"] }
+        let sending = Mutex(true)
+        let sender = Thread {
+            var i = 0
+            while sending.withLock({ $0 }) {
+                alice.send(self.frame(i, at: alice.mediaTimeMicros)); i += 1
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+        }
+        sender.start()
+        defer { sending.withLock { $0 = false } }
+        waitUntil("bob receives alice's frames", timeout: 5) { b.frames.withLock { $0.count } >= 20 }
+
+        let closedAt = Date()
+        XCTAssertTrue(alice.closeExpressionChannel(to: "bob"), "no expression channel to close")
+        Thread.sleep(forTimeInterval: 0.5)
+        let frozen = b.frames.withLock { $0.count }
+        waitUntil("a side starts recovering", timeout: 6) {
+            a.has { if case .peerRecovering("bob", _) = $0 { return true }; return false }
+                || b.has { if case .peerRecovering("alice", _) = $0 { return true }; return false }
+        }
+        waitUntil("expressions flow again", timeout: 8) { b.frames.withLock { $0.count } >= frozen + 30 }
+        let downtime = Date().timeIntervalSince(closedAt)
+        print("recovered from a lost expression channel in \(String(format: "%.1f", downtime)) s")
+        XCTAssertEqual(alice.participants, ["bob"]); XCTAssertEqual(bob.participants, ["alice"])
+        for r in [a, b] {
+            XCTAssertFalse(r.has { if case .participantLeft = $0 { return true }; return false })
+        }
+        sending.withLock { $0 = false }
+        let done = DispatchSemaphore(value: 0)
+        Task { await alice.leave(); await bob.leave(); done.signal() }
+        _ = done.wait(timeout: .now() + 10)
+    }
+
     func testASilentlyDeadConnectionIsRenegotiated() throws {
         try PeerConnection.prepare()
         let secret = ServerSecret.random()

@@ -110,21 +110,37 @@ final class DelayTests: XCTestCase {
         defer { relay.close() }
         var configuration = PeerConfiguration()
         configuration.rtcpIntervalMillis = 250  // the playout mapping needs a sender report
-        let pair = try PeerPair(offererInput: .testTone(frequency: 440), answererInput: .testTone(frequency: 660),
+        var pair: PeerPair
+        var attempt = 1
+        while true {
+            pair = try PeerPair(offererInput: .testTone(frequency: 440), answererInput: .testTone(frequency: 660),
                                 configuration: configuration, relay: relay)
+            let alice = pair.offerer, bob = pair.answerer
+            do {
+                // Longer than `PeerPair.waitUntilConnected`: with 10 % loss on a 400 ms round trip, the
+                // DTLS and SCTP handshakes wait for their retransmission timers (seen: 6.6 and 9.6 s).
+                try await eventually("both peers connected with the data channel open", within: 20) {
+                    alice.state == .connected && bob.state == .connected && alice.isDataChannelOpen && bob.isDataChannelOpen
+                }
+                break
+            } catch {
+                let diagnostics = pair.diagnostics
+                let connectedWithoutChannel = alice.state == .connected && bob.state == .connected
+                try? await pair.close()
+                // Under loss the channel's opening message can be lost for good, leaving one side
+                // connected without the channel. A call renegotiates such a connection
+                // (`CallSessionTests.testAConnectionWithoutAnExpressionChannelIsRenegotiated`);
+                // this test, below the session, places the call again, once.
+                if setting.loss > 0, connectedWithoutChannel, attempt < 2 {
+                    print("\(setting.title): connected without the expression channel on one side; calling again")
+                    attempt += 1
+                    continue
+                }
+                throw DeadlineExceeded(description: "\(error); \(diagnostics)")
+            }
+        }
         let alice = pair.offerer, bob = pair.answerer
         var result = Measurement(setting: setting)
-        do {
-            // Longer than `PeerPair.waitUntilConnected`: with 10 % loss on a 400 ms round trip, the
-            // DTLS and SCTP handshakes wait for their retransmission timers (seen: 6.6 and 9.6 s).
-            try await eventually("both peers connected with the data channel open", within: 20) {
-                alice.state == .connected && bob.state == .connected && alice.isDataChannelOpen && bob.isDataChannelOpen
-            }
-        } catch {
-            let diagnostics = pair.diagnostics
-            try? await pair.close()
-            throw DeadlineExceeded(description: "\(error); \(diagnostics)")
-        }
         result.connectMillis = Double(PeerConnection.mediaTimeMicros - pair.startMicros) / 1000
         let framesBefore = pair.offererSaw.frames.withLock { $0.count }
 
