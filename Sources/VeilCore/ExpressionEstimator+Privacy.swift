@@ -86,7 +86,7 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// See `lidCloseSeconds`.
     public var lidOpenSeconds: Float = 0.12
 
-    private var history: [[(time: Double, value: Float)]] = []
+    private var history: [SlidingPercentile] = []
     private var peaks: [Float] = []
     private var blinkPeak: Float = 0
     private var eyesClosed = false
@@ -99,7 +99,7 @@ public struct ExpressionPrivacyFilter: Sendable {
 
     /// Forgets everything learnt (a new person, or a recalibration).
     public mutating func reset() {
-        history = Self.channels.map { _ in [] }
+        history = Self.channels.map { _ in SlidingPercentile(seconds: baselineSeconds) }
         peaks = Self.channels.map(\.initialPeak)
         blinkPeak = initialBlinkPeak
         eyesClosed = false
@@ -144,12 +144,9 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// The resting level of channel `k`: the `baselinePercentile` of its readings over the last
     /// `baselineSeconds`, this one included.
     private mutating func resting(_ k: Int, _ reading: Float, at time: Double) -> Float {
-        history[k].append((time, reading))
-        if let cut = history[k].firstIndex(where: { $0.time > time - baselineSeconds }), cut > 0 {
-            history[k].removeFirst(cut)
-        }
-        let sorted = history[k].map(\.value).sorted()
-        return sorted[min(Int(Double(sorted.count - 1) * baselinePercentile + 0.5), sorted.count - 1)]
+        history[k].seconds = baselineSeconds
+        history[k].add(reading, at: time)
+        return history[k].value(at: baselinePercentile) ?? reading
     }
 
     /// Eyes open or closed from the blink reading, as the avatar's lids (0 open … 1 shut).

@@ -64,11 +64,11 @@ public struct ExpressionEstimator: Sendable {
     private var gazeFilters: OneEuroFilterBank
     private var lastTime: Double?
     /// Lip gaps of the last `mouthRestSeconds`, for the closed mouth's level.
-    private var recentLipGaps: [(time: Double, gap: Float)] = []
+    private var recentLipGaps = SlidingPercentile(seconds: Self.mouthRestSeconds)
     /// The lowest of their 5th percentiles so far.
     private var lowestLipGap: Float?
     /// Seconds of lip gaps the closed mouth's level is taken from after calibration.
-    private let mouthRestSeconds: Double = 10
+    private static let mouthRestSeconds: Double = 10
     /// The gaze last read with the eyes open enough to see the pupils.
     private var lastOpenGaze: Gaze?
     /// Blink reading (both eyes' mean) above which the pupils count as hidden.
@@ -89,7 +89,7 @@ public struct ExpressionEstimator: Sendable {
 
     /// Forgets the neutral face and the filters' state: the next frames calibrate anew.
     public mutating func resetCalibration() {
-        samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]; recentLipGaps = []; lowestLipGap = nil
+        samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]; recentLipGaps.removeAll(); lowestLipGap = nil
         resetFilters()
     }
 
@@ -143,13 +143,8 @@ public struct ExpressionEstimator: Sendable {
     /// `mouthRestSeconds` whenever that is lower (a percentile, so that a single misread frame does
     /// not count), and never up again: a mouth held open must not become the rest.
     private mutating func restingLipGap(_ gap: Float, calibrated: Float, at time: Double) -> Float {
-        recentLipGaps.append((time, gap))
-        if let cut = recentLipGaps.firstIndex(where: { $0.time > time - mouthRestSeconds }), cut > 0 {
-            recentLipGaps.removeFirst(cut)
-        }
-        if recentLipGaps.count >= 30 {
-            let sorted = recentLipGaps.map(\.gap).sorted()
-            let low = sorted[Int(Double(sorted.count - 1) * 0.05 + 0.5)]
+        recentLipGaps.add(gap, at: time)
+        if recentLipGaps.count >= 30, let low = recentLipGaps.value(at: 0.05) {
             lowestLipGap = min(lowestLipGap ?? low, low)
         }
         return min(calibrated, lowestLipGap ?? calibrated)

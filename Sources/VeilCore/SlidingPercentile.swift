@@ -1,0 +1,53 @@
+/// Percentiles of the values seen over the last `seconds`, kept sorted as values come and go, so
+/// that asking costs no sort: per frame, one insertion and the expired removals (binary search,
+/// then a move of the elements behind).
+struct SlidingPercentile: Sendable {
+    /// How far back values count (a change applies from the next `add`).
+    var seconds: Double
+    /// The values in arrival order, with their times; the first `expired` are gone.
+    private var arrivals: [(time: Double, value: Float)] = []
+    private var expired = 0
+    /// The values in the window, ascending.
+    private var sorted: [Float] = []
+
+    init(seconds: Double) { self.seconds = seconds }
+
+    /// Values in the window.
+    var count: Int { sorted.count }
+
+    /// Adds `value`, seen at `time`, and forgets the values older than `time - seconds`.
+    mutating func add(_ value: Float, at time: Double) {
+        arrivals.append((time, value))
+        sorted.insert(value, at: firstIndex(notBelow: value))
+        while expired < arrivals.count, !(arrivals[expired].time > time - seconds) {
+            sorted.remove(at: firstIndex(notBelow: arrivals[expired].value))
+            expired += 1
+        }
+        // Drop the forgotten prefix once it is as long as what is kept (amortised O(1) per value).
+        if expired > 64, expired * 2 >= arrivals.count {
+            arrivals.removeFirst(expired)
+            expired = 0
+        }
+    }
+
+    /// The value at `fraction` (0…1) of the window, nearest rank; nil when the window is empty.
+    func value(at fraction: Double) -> Float? {
+        guard !sorted.isEmpty else { return nil }
+        return sorted[min(max(Int(Double(sorted.count - 1) * fraction + 0.5), 0), sorted.count - 1)]
+    }
+
+    /// Forgets every value.
+    mutating func removeAll() {
+        arrivals = []; expired = 0; sorted = []
+    }
+
+    /// The first position whose value is not below `value`.
+    private func firstIndex(notBelow value: Float) -> Int {
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}

@@ -1,0 +1,34 @@
+import XCTest
+@testable import VeilCore
+
+/// The sliding-window percentile behind the privacy filter's resting levels and the estimator's
+/// closed-mouth level: the same answers as sorting the window each time.
+final class SlidingPercentileTests: XCTestCase {
+    func testMatchesSortingTheWindow() {
+        var window = SlidingPercentile(seconds: 2)
+        var all: [(time: Double, value: Float)] = []
+        var random = SplitMix64(seed: 7)
+        var time = 0.0
+        for _ in 0..<2000 {
+            time += Double(random.next() % 100) / 1000  // 0–99 ms apart, repeats included
+            let value = Float(random.next() % 50) / 10  // many equal values
+            window.add(value, at: time)
+            all.append((time, value))
+            let kept = all.filter { $0.time > time - 2 }.map(\.value).sorted()
+            XCTAssertEqual(window.count, kept.count)
+            for fraction in [0, 0.05, 0.1, 0.5, 1] {
+                XCTAssertEqual(window.value(at: fraction), kept[Int(Double(kept.count - 1) * fraction + 0.5)])
+            }
+        }
+    }
+
+    func testEmptyAndCleared() {
+        var window = SlidingPercentile(seconds: 1)
+        XCTAssertNil(window.value(at: 0.5))
+        window.add(3, at: 0)
+        XCTAssertEqual(window.value(at: 0.5), 3)
+        window.removeAll()
+        XCTAssertEqual(window.count, 0)
+        XCTAssertNil(window.value(at: 0.5))
+    }
+}
