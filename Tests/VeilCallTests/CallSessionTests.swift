@@ -127,35 +127,53 @@ final class CallSessionTests: XCTestCase {
         server.stop()
     }
 
-    /// A network path that dies while webrtcbin still says `connected` (GStreamer 1.22 does not
-    /// check consent): both sides notice the silence, renegotiate a fresh connection, and the
-    /// expressions flow again, with no signaling outage and nobody leaving.
-    /// A connection whose expression channel is gone while the voice still flows (under loss the
-    /// channel's opening message can be lost for good) is renegotiated: the voice alone would keep
-    /// it looking alive, and the avatar would stay frozen.
-    func testAConnectionWithoutAnExpressionChannelIsRenegotiated() throws {
+    /// alice and bob in one room of a real server, alice sending expressions at 30 fps from a
+    /// thread of her own; returns once bob receives them. `end()` stops the sending and the server.
+    final class TalkingCall: @unchecked Sendable {
+        let server: RoomServer
+        let alice: CallSession, bob: CallSession
+        let a: Recorder, b: Recorder
+        let sending = Mutex(true)
+        init(server: RoomServer, alice: CallSession, bob: CallSession) {
+            self.server = server; self.alice = alice; self.bob = bob
+            a = Recorder(alice); b = Recorder(bob)
+        }
+        func end() {
+            sending.withLock { $0 = false }
+            server.stop()
+        }
+    }
+
+    func talkingCall(expressionChannelTimeout: TimeInterval = 10) throws -> TalkingCall {
         try PeerConnection.prepare()
         let secret = ServerSecret.random()
         let (server, url) = try makeServer(secret: secret)
-        defer { server.stop() }
-        let alice = try session("alice", url: url, secret: secret, tone: 440, expressionChannelTimeout: 2)
-        let bob = try session("bob", url: url, secret: secret, tone: 660, expressionChannelTimeout: 2)
-        let a = Recorder(alice), b = Recorder(bob)
+        let call = TalkingCall(server: server,
+                               alice: try session("alice", url: url, secret: secret, tone: 440, expressionChannelTimeout: expressionChannelTimeout),
+                               bob: try session("bob", url: url, secret: secret, tone: 660, expressionChannelTimeout: expressionChannelTimeout))
+        let (alice, bob, a, b) = (call.alice, call.bob, call.a, call.b)
         alice.start()
         waitUntil("alice joined", timeout: 5) { a.has { if case .joined = $0 { return true }; return false } }
         bob.start()
         waitUntil("data channels open", timeout: 10) { alice.participants == ["bob"] && bob.participants == ["alice"] }
-        let sending = Mutex(true)
-        let sender = Thread {
+        Thread {
             var i = 0
-            while sending.withLock({ $0 }) {
+            while call.sending.withLock({ $0 }) {
                 alice.send(self.frame(i, at: alice.mediaTimeMicros)); i += 1
                 Thread.sleep(forTimeInterval: 1.0 / 30)
             }
-        }
-        sender.start()
-        defer { sending.withLock { $0 = false } }
+        }.start()
         waitUntil("bob receives alice's frames", timeout: 5) { b.frames.withLock { $0.count } >= 20 }
+        return call
+    }
+
+    /// A connection whose expression channel is gone while the voice still flows (under loss the
+    /// channel's opening message can be lost for good) is renegotiated: the voice alone would keep
+    /// it looking alive, and the avatar would stay frozen.
+    func testAConnectionWithoutAnExpressionChannelIsRenegotiated() throws {
+        let call = try talkingCall(expressionChannelTimeout: 2)
+        defer { call.end() }
+        let (alice, bob, a, b) = (call.alice, call.bob, call.a, call.b)
 
         let closedAt = Date()
         XCTAssertTrue(alice.closeExpressionChannel(to: "bob"), "no expression channel to close")
@@ -172,37 +190,20 @@ final class CallSessionTests: XCTestCase {
         for r in [a, b] {
             XCTAssertFalse(r.has { if case .participantLeft = $0 { return true }; return false })
         }
-        sending.withLock { $0 = false }
+        call.sending.withLock { $0 = false }
         let done = DispatchSemaphore(value: 0)
         Task { await alice.leave(); await bob.leave(); done.signal() }
         _ = done.wait(timeout: .now() + 10)
     }
 
+    /// A network path that dies while webrtcbin still says `connected` (GStreamer 1.22 does not
+    /// check consent): both sides notice the silence, renegotiate a fresh connection, and the
+    /// expressions flow again, with no signaling outage and nobody leaving.
     func testASilentlyDeadConnectionIsRenegotiated() throws {
-        try PeerConnection.prepare()
-        let secret = ServerSecret.random()
-        let (server, url) = try makeServer(secret: secret)
-        defer { server.stop() }
-        let alice = try session("alice", url: url, secret: secret, tone: 440)
-        let bob = try session("bob", url: url, secret: secret, tone: 660)
-        let a = Recorder(alice), b = Recorder(bob)
-        alice.start()
-        waitUntil("alice joined", timeout: 5) { a.has { if case .joined = $0 { return true }; return false } }
-        bob.start()
-        waitUntil("data channels open", timeout: 10) { alice.participants == ["bob"] && bob.participants == ["alice"] }
-
         // Alice keeps talking and sending expressions at 30 fps for the whole test.
-        let sending = Mutex(true)
-        let sender = Thread {
-            var i = 0
-            while sending.withLock({ $0 }) {
-                alice.send(self.frame(i, at: alice.mediaTimeMicros)); i += 1
-                Thread.sleep(forTimeInterval: 1.0 / 30)
-            }
-        }
-        sender.start()
-        defer { sending.withLock { $0 = false } }
-        waitUntil("bob receives alice's frames", timeout: 5) { b.frames.withLock { $0.count } >= 20 }
+        let call = try talkingCall()
+        defer { call.end() }
+        let (alice, bob, a, b) = (call.alice, call.bob, call.a, call.b)
 
         let cutAt = Date()
         XCTAssertGreaterThan(bob.cutNetworkPath(to: "alice"), 0, "no transport to cut")
@@ -250,7 +251,7 @@ final class CallSessionTests: XCTestCase {
         XCTAssertNotNil(bob.playout(for: "alice", at: bob.mediaTimeMicros))
         print("recovered from a dead network path in \(String(format: "%.1f", downtime)) s")
 
-        sending.withLock { $0 = false }
+        call.sending.withLock { $0 = false }
         let done = DispatchSemaphore(value: 0)
         Task { await alice.leave(); await bob.leave(); done.signal() }
         _ = done.wait(timeout: .now() + 10)

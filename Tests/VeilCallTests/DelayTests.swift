@@ -144,53 +144,17 @@ final class DelayTests: XCTestCase {
         result.connectMillis = Double(PeerConnection.mediaTimeMicros - pair.startMicros) / 1000
         let framesBefore = pair.offererSaw.frames.withLock { $0.count }
 
-        // Bob's "camera": the signal at 30 frames/s, stamped with its capture time.
-        let start = bob.mediaTimeMicros
-        let camera = TestCamera(bob) { now in
-            let t = Double(now - start) / 1e6
-            var expression = VeilCore.Expression(headPose: HeadPose(yaw: Float(LossTests.Signal.yaw(t))))
-            expression[.jawOpen] = Float(LossTests.Signal.jawOpen(t))
-            return expression
-        }
-        // Alice's screen: 60 pictures/s, each for the moment of bob's voice being heard.
-        let screen = TestScreen(alice, frames: pair.offererSaw, skipping: framesBefore, picturesPerSecond: 60)
-
-        var measureFrom: UInt64 = 0
-        do {
-            try await eventually("alice's playout mapping", within: 10) { alice.playoutMapping != nil }
-            // A moment for the first frames to fill the buffer and the audio jitter buffer to settle.
-            measureFrom = alice.mediaTimeMicros + 500_000 + UInt64(setting.delayMillis * 1000)
-            try await Task.sleep(nanoseconds: UInt64((seconds + 0.5 + setting.delayMillis / 1000) * 1e9))
-        } catch {
-            camera.stop(); screen.stop()
-            try? await pair.close()
-            throw error
-        }
-        let measureTo = alice.mediaTimeMicros
-        camera.stop(); screen.stop()
-        try await Task.sleep(nanoseconds: UInt64((0.3 + setting.delayMillis / 1000) * 1e9))  // frames in flight arrive
-
+        let filmed = try await LossTests.film(pair, seconds: seconds, skipping: framesBefore,
+                                              settleMicros: UInt64(setting.delayMillis * 1000),
+                                              drainSeconds: 0.3 + setting.delayMillis / 1000)
         let statistics = await alice.statistics(), bobStatistics = await bob.statistics()
         result.roundTripMillis = statistics.roundTripTimeMillis ?? .nan
         let relayEnd = { (pair: CandidatePair?) in pair.map { $0.remote.address == relay.host && [Int(relay.portFacingA), Int(relay.portFacingB)].contains($0.remote.port) } ?? false }
         result.throughRelay = relayEnd(statistics.candidatePair) && relayEnd(bobStatistics.candidatePair)
         result.relayed = relay.counts.bToA  // the whole call, handshakes included
 
-        var measured = LossTests.Measurement(loss: setting.loss)
-        if let statistics = screen.statistics {
-            measured.gapsInterpolated = statistics.gapsInterpolated
-            measured.lateDropped = statistics.lateDropped
-        }
-        measured.framesSent = camera.framesSent
-        measured.framesReceived = pair.offererSaw.frames.withLock { $0.count } - framesBefore
-        measured.latencyPLCMillis = Double(alice.playoutMapping?.latencyMicros ?? 0) / 1000
-        let drawn = screen.pictures.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo }
-        LossTests.analyse(drawn, start: start, into: &measured)
-        let heard = pair.offererSaw.audio.withLock { $0 }
-        measured.voicePLC = LossTests.levels(heard, from: measureFrom, to: measureTo)
-        measured.mouthToEarPLCMillis = LossTests.mouthToEarMillis(heard, from: measureFrom, to: measureTo)
-        result.pictures = measured
-        let leads = Self.audioLeads(drawn, heard: heard)
+        result.pictures = LossTests.measurement(loss: setting.loss, of: filmed, pair: pair)
+        let leads = Self.audioLeads(filmed.pictures, heard: filmed.heard)
         result.leadP5Millis = percentile(leads, 0.05)
         result.leadP50Millis = percentile(leads, 0.5)
         result.leadP95Millis = percentile(leads, 0.95)

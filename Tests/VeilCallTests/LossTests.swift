@@ -157,7 +157,37 @@ final class LossTests: XCTestCase {
         XCTAssertNotNil(bobLoss, "no transport to impair")
         let framesBefore = pair.offererSaw.frames.withLock { $0.count }
 
-        // Bob's "camera": the signal at 30 frames/s, stamped with its capture time.
+        let filmed = try await Self.film(pair, seconds: seconds, skipping: framesBefore)
+        var result = Self.measurement(loss: loss, of: filmed, pair: pair)
+        if let counts = aliceLoss?.counts {
+            result.packetsSeen = counts.incomingSeen
+            result.packetsDropped = counts.incomingDropped
+        }
+        result.latencyFECMillis = Double(bob.playoutMapping?.latencyMicros ?? 0) / 1000
+        let heardByBob = pair.answererSaw.audio.withLock { $0 }
+        result.voiceFEC = Self.levels(heardByBob, from: filmed.from, to: filmed.to)
+        result.mouthToEarFECMillis = Self.mouthToEarMillis(heardByBob, from: filmed.from, to: filmed.to)
+        try await pair.close()
+        return result
+    }
+
+    /// What one filmed stretch of a call gave: the window measured (alice's clock) and what alice
+    /// drew and heard.
+    struct Filmed {
+        var start: UInt64, framesBefore: Int, framesSent: Int
+        var from: UInt64, to: UInt64
+        var statistics: ExpressionJitterBuffer.Statistics?
+        var pictures: [Picture]
+        var heard: [ReceivedAudio]
+    }
+
+    /// Bob films `Signal` at 30 frames/s while alice draws 60 pictures/s at the playout time of his
+    /// voice; measured for `seconds` from `settleMicros` after alice's playout mapping (bob's first
+    /// sender report) plus half a second for the first frames to fill the buffer. Waits
+    /// `drainSeconds` for the frames in flight before returning.
+    static func film(_ pair: PeerPair, seconds: Double, skipping framesBefore: Int,
+                     settleMicros: UInt64 = 0, drainSeconds: Double = 0.3) async throws -> Filmed {
+        let alice = pair.offerer, bob = pair.answerer
         let start = bob.mediaTimeMicros
         let camera = TestCamera(bob) { now in
             let t = Double(now - start) / 1e6
@@ -165,46 +195,39 @@ final class LossTests: XCTestCase {
             expression[.jawOpen] = Float(Signal.jawOpen(t))
             return expression
         }
-        // Alice's screen: 60 pictures/s, each for the moment of bob's voice being heard.
         let screen = TestScreen(alice, frames: pair.offererSaw, skipping: framesBefore, picturesPerSecond: 60)
-
-        // Measure from when alice's pictures follow bob's voice (the first sender report), plus a
-        // moment for the first frames to fill the buffer.
-        var measureFrom: UInt64 = 0
+        var from: UInt64 = 0
         do {
             try await eventually("alice's playout mapping", within: 10) { alice.playoutMapping != nil }
-            measureFrom = alice.mediaTimeMicros + 500_000
-            try await Task.sleep(nanoseconds: UInt64((seconds + 0.5) * 1e9))
+            from = alice.mediaTimeMicros + 500_000 + settleMicros
+            try await Task.sleep(nanoseconds: UInt64((seconds + 0.5) * 1e9) + settleMicros * 1000)
         } catch {
             camera.stop(); screen.stop()
             try? await pair.close()
             throw error
         }
-        let measureTo = alice.mediaTimeMicros
+        let to = alice.mediaTimeMicros
         camera.stop(); screen.stop()
-        try await Task.sleep(nanoseconds: 300_000_000)  // the last frames in flight arrive
+        try await Task.sleep(nanoseconds: UInt64(drainSeconds * 1e9))
+        return Filmed(start: start, framesBefore: framesBefore, framesSent: camera.framesSent, from: from, to: to,
+                      statistics: screen.statistics,
+                      pictures: screen.pictures.filter { $0.localMicros >= from && $0.localMicros < to },
+                      heard: pair.offererSaw.audio.withLock { $0 })
+    }
 
+    /// The figures of `filmed` that both the loss and the delay tests report.
+    static func measurement(loss: Double, of filmed: Filmed, pair: PeerPair) -> Measurement {
         var result = Measurement(loss: loss)
-        if let statistics = screen.statistics {
+        if let statistics = filmed.statistics {
             result.gapsInterpolated = statistics.gapsInterpolated
             result.lateDropped = statistics.lateDropped
         }
-        if let counts = aliceLoss?.counts {
-            result.packetsSeen = counts.incomingSeen
-            result.packetsDropped = counts.incomingDropped
-        }
-        result.framesSent = camera.framesSent
-        result.framesReceived = pair.offererSaw.frames.withLock { $0.count } - framesBefore
-        result.latencyPLCMillis = Double(alice.playoutMapping?.latencyMicros ?? 0) / 1000
-        result.latencyFECMillis = Double(bob.playoutMapping?.latencyMicros ?? 0) / 1000
-        Self.analyse(screen.pictures.filter { $0.localMicros >= measureFrom && $0.localMicros < measureTo },
-                     start: start, into: &result)
-        let heardByAlice = pair.offererSaw.audio.withLock { $0 }, heardByBob = pair.answererSaw.audio.withLock { $0 }
-        result.voicePLC = Self.levels(heardByAlice, from: measureFrom, to: measureTo)
-        result.voiceFEC = Self.levels(heardByBob, from: measureFrom, to: measureTo)
-        result.mouthToEarPLCMillis = Self.mouthToEarMillis(heardByAlice, from: measureFrom, to: measureTo)
-        result.mouthToEarFECMillis = Self.mouthToEarMillis(heardByBob, from: measureFrom, to: measureTo)
-        try await pair.close()
+        result.framesSent = filmed.framesSent
+        result.framesReceived = pair.offererSaw.frames.withLock { $0.count } - filmed.framesBefore
+        result.latencyPLCMillis = Double(pair.offerer.playoutMapping?.latencyMicros ?? 0) / 1000
+        analyse(filmed.pictures, start: filmed.start, into: &result)
+        result.voicePLC = levels(filmed.heard, from: filmed.from, to: filmed.to)
+        result.mouthToEarPLCMillis = mouthToEarMillis(filmed.heard, from: filmed.from, to: filmed.to)
         return result
     }
 
