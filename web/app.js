@@ -419,11 +419,7 @@ function stopTimers() {
 function microphoneLevel() {
   if (state.muted) return 0;
   if (state.level) return Math.min(1, state.level.read());
-  if (!state.levelAnalyser) return 0;
-  state.levelAnalyser.getFloatTimeDomainData(state.levelBuffer);
-  let sum = 0;
-  for (const x of state.levelBuffer) sum += x * x;
-  return Math.min(1, Math.sqrt(sum / state.levelBuffer.length));
+  return Math.min(1, analyserLevel(state.levelAnalyser, state.levelBuffer));
 }
 
 /** ~30 times a second: the own voice-driven expression, drawn in the inset and sent to everyone. */
@@ -746,9 +742,10 @@ function assessQuality(rttMillis, lossFraction, connected) {
   return QUALITY[Math.max(level(rttMillis, [100, 200, 300, 500]), level(lossFraction, [0.01, 0.03, 0.08, 0.15]))];
 }
 
-function analyserLevel(analyser) {
+/** RMS of `analyser`'s latest samples (0 without one); `buffer` receives them, if given. */
+function analyserLevel(analyser, buffer) {
   if (!analyser) return 0;
-  const buffer = new Float32Array(analyser.fftSize);
+  buffer = buffer || new Float32Array(analyser.fftSize);
   analyser.getFloatTimeDomainData(buffer);
   let sum = 0;
   for (const x of buffer) sum += x * x;

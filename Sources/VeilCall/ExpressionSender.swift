@@ -143,18 +143,20 @@ public final class ExpressionSender: @unchecked Sendable {
     private func heard(_ level: AudioLevel, sentTo user: String) {
         let now = session.mediaTimeMicros
         let period = UInt64(1_000_000 / framesPerSecond)
+        let time = Double(level.timeMicros) / 1e6
         let frame = state.withLock { s -> ExpressionFrame? in
             var generator = s.generators[user] ?? VoiceExpressionGenerator(seed: seed)
-            let expression = generator.update(level: level.rms, at: Double(level.timeMicros) / 1e6)
+            let expression = generator.update(level: level.rms, at: time)
             s.generators[user] = generator
+            let voiceDrives = s.fallback.source(at: now) == .voice
             // The own view follows one connection's audio (each plays an input file from its own start).
             if s.ownUser == nil || s.ownUser == user || s.lastLevelMicros.map({ now > $0 + 200_000 }) ?? true {
                 s.ownUser = user
                 s.lastLevelMicros = now
-                let own = s.own.update(level: level.rms, at: Double(level.timeMicros) / 1e6)
-                if s.fallback.source(at: now) == .voice { s.latest = (own, true) }
+                let own = s.own.update(level: level.rms, at: time)
+                if voiceDrives { s.latest = (own, true) }
             }
-            guard s.fallback.source(at: now) == .voice else {
+            guard voiceDrives else {
                 s.nextFrameMicros[user] = nil
                 return nil
             }

@@ -19,11 +19,10 @@ extension PeerConnection {
             defer { gst_buffer_unmap(buffer, &map) }
             let count = Int(map.size) / MemoryLayout<Int16>.size
             guard count > 0, let data = map.data else { return GST_PAD_PROBE_OK }
-            let level = UnsafeRawPointer(data).withMemoryRebound(to: Int16.self, capacity: count) { samples in
-                let duration = UInt64(count) * 1_000_000 / 48_000
-                return AudioLevel(samples: UnsafeBufferPointer(start: samples, count: count),
-                                  timeMicros: start / 1000 + duration / 2, sampleRate: 48_000)
+            var level = UnsafeRawPointer(data).withMemoryRebound(to: Int16.self, capacity: count) { samples in
+                AudioLevel(samples: UnsafeBufferPointer(start: samples, count: count), timeMicros: start / 1000, sampleRate: 48_000)
             }
+            level.timeMicros += level.durationMicros / 2
             self.levelSink.yield(level)
             return GST_PAD_PROBE_OK
         }
