@@ -372,18 +372,15 @@ public struct RoomDirectory: Sendable {
         let received = reading.bytesReceived >= connection.bytesReceived ? reading.bytesReceived - connection.bytesReceived : 0
         connection.bytesReceived = max(connection.bytesReceived, reading.bytesReceived)
         if received > 0, !connection.bytes.take(Double(received), now: now) {
-            connections[id] = connection
             return expel(id, byteRateError)
         }
         if reading.backlogBytes > configuration.maximumBacklogBytes {
-            connections[id] = connection
             return expel(id, SignalingError(.slowConsumer, "\(reading.backlogBytes) bytes queued for this connection and not read: read what the server sends"), abort: true)
         }
         if reading.backlogBytes > 0, reading.bytesAcknowledged <= connection.bytesAcknowledged {
             let since = connection.stalledSince ?? now
             connection.stalledSince = since
             if now - since >= configuration.stallTimeout {
-                connections[id] = connection
                 return expel(id, SignalingError(.slowConsumer, "nothing read for \(Int(configuration.stallTimeout)) s with \(reading.backlogBytes) bytes waiting: read what the server sends"), abort: true)
             }
         } else {

@@ -70,13 +70,14 @@ final class TransportSocket {
         // copy stops before these fields): tcpi_bytes_acked at byte 120 and tcpi_bytes_received at
         // byte 128, both since Linux 4.1. The kernel only ever appends fields, and says how many
         // bytes it filled in.
-        var info = [UInt8](repeating: 0, count: 256)
-        var length = socklen_t(info.count)
-        let status = info.withUnsafeMutableBytes { getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, $0.baseAddress, &length) }
-        guard status == 0, length >= 136 else { return nil }
-        let acknowledged = info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 120, as: UInt64.self) }
-        let received = info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 128, as: UInt64.self) }
-        return (received, acknowledged)
+        // On the stack: this runs for every connection several times a second.
+        withUnsafeTemporaryAllocation(byteCount: 256, alignment: 8) { info in
+            var length = socklen_t(info.count)
+            guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, info.baseAddress, &length) == 0, length >= 136 else { return nil }
+            let acknowledged = info.loadUnaligned(fromByteOffset: 120, as: UInt64.self)
+            let received = info.loadUnaligned(fromByteOffset: 128, as: UInt64.self)
+            return (received, acknowledged)
+        }
     }
 
     /// The TCP socket under a libsoup WebSocket connection: libsoup wraps the stream the acceptor
