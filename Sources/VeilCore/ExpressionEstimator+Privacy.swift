@@ -21,9 +21,13 @@ import Foundation
 /// - **Blinks** as eyes open or closed: a blink starts when the lids close past half of the
 ///   person's usual blink and ends when they open past a third of it; the avatar's lids then move
 ///   at one canonical speed.
+/// - **Onset**: every channel but the jaw is sent only once it has stayed above its dead zone for
+///   `onsetSeconds`; on some faces the tracker makes the smile or brows twitch with each syllable.
 /// - **Head pose and gaze** through a median of the last `medianFrames` frames (the spikes that
-///   some faces' tracking shows drop out), with dead zones: `yawDeadZone` degrees off yaw,
-///   `nodDeadZone` off pitch and roll, `gazeDeadZone` off each gaze axis.
+///   some faces' tracking shows drop out), as departures from their usual value (the median of
+///   the last `poseBaselineSeconds`: a face that sits turned reads frontal), with dead zones:
+///   `yawDeadZone` degrees off yaw, `nodDeadZone` off pitch and roll (each growing with how
+///   unsteadily the axis is tracked, `poseSpreadFactor`), `gazeDeadZone` off each gaze axis.
 /// - Everything else (squint, wide eyes, brow lowering, cheek puff, mouth shift, sneer, rolls,
 ///   presses, tongue) is not sent; dimples and cheek raise follow the smile as the estimator
 ///   derives them.
@@ -31,8 +35,9 @@ import Foundation
 /// At rest everything is 0, so two people at rest send the same frame.
 ///
 /// What it costs: winks and one-sided expressions, absolute intensity (each person's own range is
-/// mapped to the same range), the expressions it drops, and about `medianFrames / 2` frames of
-/// delay on head pose and gaze. `veil call --full-expression` turns it off.
+/// mapped to the same range), the expressions it drops, about `medianFrames / 2` frames of delay
+/// on head pose and gaze, `onsetSeconds` on the onset of smiles and brows, and a turn held for
+/// more than half of `poseBaselineSeconds` becoming straight ahead. `veil call --full-expression` turns it off.
 public struct ExpressionPrivacyFilter: Sendable {
     /// One canonical channel: the coefficients it reads (their mean) and writes.
     public struct Channel: Sendable {
@@ -44,14 +49,18 @@ public struct ExpressionPrivacyFilter: Sendable {
         public var peakFloor: Float
         /// What the person's own peak is sent as.
         public var strength: Float
-        public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float) {
+        /// Whether the channel is sent only once it has stayed above its dead zone for
+        /// `onsetSeconds` (all but the jaw, which lip sync needs at once).
+        public var waitsForOnset: Bool
+        public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float, waitsForOnset: Bool = true) {
             self.shapes = shapes; self.initialPeak = initialPeak; self.peakFloor = peakFloor; self.strength = strength
+            self.waitsForOnset = waitsForOnset
         }
     }
 
     /// The channels sent, in the estimator's units.
     public static let channels: [Channel] = [
-        Channel([.jawOpen], initialPeak: 0.3, peakFloor: 0.05, strength: 0.7),
+        Channel([.jawOpen], initialPeak: 0.3, peakFloor: 0.05, strength: 0.7, waitsForOnset: false),
         Channel([.mouthSmileLeft, .mouthSmileRight], initialPeak: 0.5, peakFloor: 0.1, strength: 0.8),
         Channel([.browInnerUp, .browOuterUpLeft, .browOuterUpRight], initialPeak: 0.3, peakFloor: 0.05, strength: 0.8),
         Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
@@ -67,6 +76,8 @@ public struct ExpressionPrivacyFilter: Sendable {
     public var peakSeconds: Double = 10
     /// Fraction of the peak below which a channel reads 0; the rest is rescaled to reach 1.
     public var deadZone: Float = 0.3
+    /// Seconds a channel other than the jaw must stay above its dead zone before it is sent.
+    public var onsetSeconds: Double = 0.25
     /// Frames in the median taken of head pose and gaze.
     public var medianFrames = 7
     /// Degrees taken off the magnitude of yaw.
@@ -75,6 +86,13 @@ public struct ExpressionPrivacyFilter: Sendable {
     public var nodDeadZone: Float = 4
     /// Taken off each gaze axis before rescaling to ±1.
     public var gazeDeadZone: Float = 0.4
+    /// Seconds of history whose median is taken as the usual head pose and gaze, sent as 0.
+    public var poseBaselineSeconds: Double = 20
+    /// The dead zone of each head-pose axis grows to this many times its median absolute
+    /// deviation over `poseBaselineSeconds` (how unsteady the tracking of this face is)…
+    public var poseSpreadFactor: Float = 6
+    /// …up to this many degrees.
+    public var poseSpreadDeadZoneLimit: Float = 6
     /// The blink reading (eyeBlink, the mean of both eyes) assumed before the first blink.
     public var initialBlinkPeak: Float = 0.4
     /// The smallest blink peak: lids that barely move never read as a blink.
@@ -88,6 +106,10 @@ public struct ExpressionPrivacyFilter: Sendable {
 
     private var history: [SlidingPercentile] = []
     private var peaks: [Float] = []
+    /// Per channel, since when it has been above its dead zone.
+    private var activeSince: [Double?] = []
+    /// Yaw, pitch, roll, gaze x and gaze y over `poseBaselineSeconds`.
+    private var poseHistory: [SlidingPercentile] = []
     private var blinkPeak: Float = 0
     private var eyesClosed = false
     private var lids: Float = 0
@@ -101,6 +123,8 @@ public struct ExpressionPrivacyFilter: Sendable {
     public mutating func reset() {
         history = Self.channels.map { _ in SlidingPercentile(seconds: baselineSeconds) }
         peaks = Self.channels.map(\.initialPeak)
+        activeSince = Self.channels.map { _ in nil }
+        poseHistory = (0..<5).map { _ in SlidingPercentile(seconds: poseBaselineSeconds) }
         blinkPeak = initialBlinkPeak
         eyesClosed = false
         lids = 0
@@ -118,7 +142,9 @@ public struct ExpressionPrivacyFilter: Sendable {
             let level = max(reading - resting(k, reading, at: timeSeconds), 0)
             peaks[k] = max(level, peaks[k] * Float(exp(-dt / peakSeconds)))
             let fraction = level / max(peaks[k], channel.peakFloor)
-            let sent = min(max(fraction - deadZone, 0) / (1 - deadZone), 1) * channel.strength
+            var sent = min(max(fraction - deadZone, 0) / (1 - deadZone), 1) * channel.strength
+            if sent > 0 { activeSince[k] = activeSince[k] ?? timeSeconds } else { activeSince[k] = nil }
+            if channel.waitsForOnset, let since = activeSince[k], timeSeconds - since < onsetSeconds { sent = 0 }
             for shape in channel.shapes { out[shape] = sent }
         }
         let smile = out[.mouthSmileLeft]
@@ -128,10 +154,12 @@ public struct ExpressionPrivacyFilter: Sendable {
         out[.eyeBlinkLeft] = lids; out[.eyeBlinkRight] = lids
 
         let p = median(of: [e.headPose.yaw, e.headPose.pitch, e.headPose.roll, e.gaze?.x ?? .nan, e.gaze?.y ?? .nan])
-        out.headPose = HeadPose(yaw: shrink(p[0], yawDeadZone), pitch: shrink(p[1], nodDeadZone), roll: shrink(p[2], nodDeadZone))
+        out.headPose = HeadPose(yaw: fromUsual(0, p[0], yawDeadZone, at: timeSeconds), pitch: fromUsual(1, p[1], nodDeadZone, at: timeSeconds),
+                                roll: fromUsual(2, p[2], nodDeadZone, at: timeSeconds))
         if e.gaze != nil, p[3].isFinite, p[4].isFinite {
             let scale = 1 / max(1 - gazeDeadZone, 1e-3)
-            let g = Gaze(x: clamp(shrink(p[3], gazeDeadZone) * scale, -1, 1), y: clamp(shrink(p[4], gazeDeadZone) * scale, -1, 1))
+            let g = Gaze(x: clamp(fromUsual(3, p[3], gazeDeadZone, spread: false, at: timeSeconds) * scale, -1, 1),
+                         y: clamp(fromUsual(4, p[4], gazeDeadZone, spread: false, at: timeSeconds) * scale, -1, 1))
             out.gaze = g
             out[.eyeLookOutLeft] = max(g.x, 0); out[.eyeLookInLeft] = max(-g.x, 0)
             out[.eyeLookInRight] = max(g.x, 0); out[.eyeLookOutRight] = max(-g.x, 0)
@@ -168,6 +196,19 @@ public struct ExpressionPrivacyFilter: Sendable {
             guard column.allSatisfy(\.isFinite) else { return .nan }
             return column.sorted()[column.count / 2]
         }
+    }
+
+    /// Head-pose or gaze component `k` as its departure from its usual value (the median of the
+    /// last `poseBaselineSeconds`, this one included), less a dead zone of `deadZone` or, with
+    /// `spread`, of `poseSpreadFactor` times how much it strays (up to `poseSpreadDeadZoneLimit`).
+    private mutating func fromUsual(_ k: Int, _ value: Float, _ deadZone: Float, spread: Bool = true, at time: Double) -> Float {
+        poseHistory[k].seconds = poseBaselineSeconds
+        poseHistory[k].add(value, at: time)
+        var zone = deadZone
+        if spread, let deviation = poseHistory[k].medianAbsoluteDeviation() {
+            zone = max(deadZone, min(poseSpreadFactor * deviation, poseSpreadDeadZoneLimit))
+        }
+        return shrink(value - (poseHistory[k].value(at: 0.5) ?? value), zone)
     }
 
     private func shrink(_ v: Float, _ d: Float) -> Float { v > d ? v - d : (v < -d ? v + d : 0) }

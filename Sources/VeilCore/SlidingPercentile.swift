@@ -32,8 +32,30 @@ struct SlidingPercentile: Sendable {
 
     /// The value at `fraction` (0…1) of the window, nearest rank; nil when the window is empty.
     func value(at fraction: Double) -> Float? {
+        sorted.isEmpty ? nil : sorted[rank(at: fraction)]
+    }
+
+    /// The median absolute deviation of the window from its median (both nearest rank): how far
+    /// values typically stray, unmoved by the few that stray far. Walks outward from the median
+    /// through the sorted values, so it costs half a window and no sort. Nil when the window is
+    /// empty.
+    func medianAbsoluteDeviation() -> Float? {
         guard !sorted.isEmpty else { return nil }
-        return sorted[min(max(Int(Double(sorted.count - 1) * fraction + 0.5), 0), sorted.count - 1)]
+        let middle = rank(at: 0.5), median = sorted[middle]
+        // The deviations in ascending order are a merge of the values from the median down and
+        // from just above it up; the answer is the one at the median's rank.
+        var below = middle, above = middle + 1, deviation: Float = 0
+        for _ in 0...middle {
+            let down = below >= 0 ? median - sorted[below] : .infinity
+            let up = above < sorted.count ? sorted[above] - median : .infinity
+            if down <= up { deviation = down; below -= 1 } else { deviation = up; above += 1 }
+        }
+        return deviation
+    }
+
+    /// The index of `fraction` of the (non-empty) window, nearest rank.
+    private func rank(at fraction: Double) -> Int {
+        min(max(Int(Double(sorted.count - 1) * fraction + 0.5), 0), sorted.count - 1)
     }
 
     /// Forgets every value.

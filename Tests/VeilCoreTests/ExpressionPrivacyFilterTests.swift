@@ -81,15 +81,16 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
 
     func testSpikesInPoseAndGazeAreDroppedAndRealMovesKept() {
         var filter = ExpressionPrivacyFilter()
-        let outs = run(&filter, seconds: 3) { t in
+        let outs = run(&filter, seconds: 13) { t in
             let frame = Int((t * 30).rounded())
-            // A one-frame 10° nod and gaze jump at frame 15; a held 10° nod and look from 1 s on.
-            let spike: Float = frame == 15 ? 10 : 0
-            let held: Float = t >= 1 ? 10 : 0
+            // 10 s at the usual pose; a one-frame 10° nod and gaze jump at 5 s; a held 10° turn,
+            // nod and look from 10 s on.
+            let spike: Float = frame == 150 ? 10 : 0
+            let held: Float = t >= 10 ? 10 : 0
             return VeilCore.Expression(headPose: HeadPose(yaw: held, pitch: spike + held, roll: 0),
-                                       gaze: Gaze(x: frame == 15 ? 0.9 : (t >= 1 ? 0.7 : 0), y: 0))
+                                       gaze: Gaze(x: frame == 150 ? 0.9 : (t >= 10 ? 0.7 : 0), y: 0))
         }
-        for out in outs[0..<30] {
+        for out in outs[0..<300] {
             XCTAssertEqual(out.headPose, .frontal)
             XCTAssertEqual(out.gaze, Gaze(x: 0, y: 0))
         }
@@ -98,6 +99,62 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
         XCTAssertEqual(held.headPose.pitch, 6, accuracy: 1e-4)
         XCTAssertEqual(held.gaze?.x ?? 0, 0.5, accuracy: 1e-4)
         XCTAssertEqual(held[.eyeLookOutLeft], 0.5, accuracy: 1e-4)
+    }
+
+    func testTheUsualPoseReadsFrontal() {
+        // A face that sits 12° turned and 5° tilted: after its first seconds it reads frontal, and
+        // turns are sent from there. A turn held for more than half of `poseBaselineSeconds`
+        // becomes the usual pose in its turn.
+        var filter = ExpressionPrivacyFilter()
+        let outs = run(&filter, seconds: 40) { t in
+            let turn: Float = t >= 12 && t < 13 ? 10 : (t >= 20 ? 10 : 0)
+            return VeilCore.Expression(headPose: HeadPose(yaw: -12 + turn, pitch: 0, roll: 5), gaze: Gaze(x: 0, y: 0))
+        }
+        XCTAssertEqual(outs[30 * 11].headPose, .frontal)
+        XCTAssertEqual(outs[30 * 12 + 15].headPose.yaw, 9, accuracy: 1e-4, "a turn from the usual pose")
+        XCTAssertEqual(outs[30 * 39].headPose, .frontal, "a turn held for 19 s")
+    }
+
+    func testUnsteadyTrackingNeedsALargerMoveToBeSent() {
+        // Two faces turn 5° for a second at 15 s. One is tracked steadily; the other's yaw wanders
+        // by ±2° with every frame, as the tracker reads some faces: its dead zone grows (up to
+        // `poseSpreadDeadZoneLimit`), so its wandering is not sent and the turn only in part.
+        func yaws(wander: Float) -> [Float] {
+            var filter = ExpressionPrivacyFilter()
+            var random = SplitMix64(seed: 3)
+            return run(&filter, seconds: 17) { t in
+                let noise = wander * (Float(random.next() % 1001) / 500 - 1)
+                return VeilCore.Expression(headPose: HeadPose(yaw: (t >= 15 && t < 16 ? 5 : 0) + noise, pitch: 0, roll: 0))
+            }.map(\.headPose.yaw)
+        }
+        let steady = yaws(wander: 0), unsteady = yaws(wander: 2)
+        XCTAssertEqual(steady[30 * 15 + 15], 4, accuracy: 1e-4)
+        XCTAssertEqual(unsteady[30 * 5..<30 * 15].map(abs).max()!, 0, "the wandering")
+        let turn = unsteady[(30 * 15 + 10)..<(30 * 16)]
+        XCTAssertGreaterThan(turn.max()!, 0)
+        XCTAssertLessThan(turn.max()!, 4, "the turn, less its larger dead zone")
+    }
+
+    func testBriefFacialMovementsAreNotSentButTheJawIs() {
+        // A 0.2 s twitch of smile and brows with every syllable (how jaw movement reads on some
+        // faces), then a held smile at 4 s: the twitches are not sent, the smile is, 0.25 s late;
+        // the jaw is sent at once.
+        var filter = ExpressionPrivacyFilter()
+        let outs = run(&filter, seconds: 6) { t in
+            var e = VeilCore.Expression()
+            let syllable = t < 3.5 && t.truncatingRemainder(dividingBy: 0.5) < 0.2
+            e[.jawOpen] = syllable ? 0.3 : 0
+            e[.browInnerUp] = syllable ? 0.3 : 0
+            e[.mouthSmileLeft] = syllable || t >= 4 ? 0.5 : 0
+            e[.mouthSmileRight] = e[.mouthSmileLeft]
+            return e
+        }
+        XCTAssertGreaterThan(outs[30 * 3 + 3][.jawOpen], 0.3)
+        for out in outs[0..<(30 * 4 + 7)] {
+            XCTAssertEqual(out[.mouthSmileLeft], 0)
+            XCTAssertEqual(out[.browInnerUp], 0)
+        }
+        XCTAssertGreaterThan(outs[30 * 4 + 9][.mouthSmileLeft], 0.5)
     }
 
     func testExpressionsOutsideTheVocabularyAreNotSent() {

@@ -2,7 +2,7 @@ import XCTest
 @testable import VeilCore
 
 /// The sliding-window percentile behind the privacy filter's resting levels and the estimator's
-/// closed-mouth level: the same answers as sorting the window each time.
+/// closed-mouth level, and the spread behind its head-pose dead zones: the same answers as sorting the window each time.
 final class SlidingPercentileTests: XCTestCase {
     func testMatchesSortingTheWindow() {
         var window = SlidingPercentile(seconds: 2)
@@ -19,13 +19,23 @@ final class SlidingPercentileTests: XCTestCase {
             for fraction in [0, 0.05, 0.1, 0.5, 1] {
                 XCTAssertEqual(window.value(at: fraction), kept[Int(Double(kept.count - 1) * fraction + 0.5)])
             }
+            // The median absolute deviation, by sorting the deviations from the median.
+            let middle = Int(Double(kept.count - 1) * 0.5 + 0.5)
+            let deviations = kept.map { abs($0 - kept[middle]) }.sorted()
+            XCTAssertEqual(window.medianAbsoluteDeviation(), deviations[middle])
         }
     }
 
     func testEmptyAndCleared() {
         var window = SlidingPercentile(seconds: 1)
         XCTAssertNil(window.value(at: 0.5))
+        XCTAssertNil(window.medianAbsoluteDeviation())
         window.add(3, at: 0)
+        XCTAssertEqual(window.medianAbsoluteDeviation(), 0)
+        // 1 2 3 10 100: median 3, deviations 0 1 2 7 97, their median 2, whatever the outliers.
+        for value: Float in [1, 2, 10, 100] { window.add(value, at: 0) }
+        XCTAssertEqual(window.medianAbsoluteDeviation(), 2)
+        window.removeAll(); window.add(3, at: 0)
         XCTAssertEqual(window.value(at: 0.5), 3)
         window.removeAll()
         XCTAssertEqual(window.count, 0)
