@@ -37,7 +37,8 @@ import Foundation
 /// What it costs: winks and one-sided expressions, absolute intensity (each person's own range is
 /// mapped to the same range), the expressions it drops, about `medianFrames / 2` frames of delay
 /// on head pose and gaze, `onsetSeconds` on the onset of smiles and brows, and a turn held for
-/// more than half of `poseBaselineSeconds` becoming straight ahead. `veil call --full-expression` turns it off.
+/// more than half of `poseBaselineSeconds` becoming straight ahead. `veil call --full-expression`
+/// turns it off.
 public struct ExpressionPrivacyFilter: Sendable {
     /// One canonical channel: the coefficients it reads (their mean) and writes.
     public struct Channel: Sendable {

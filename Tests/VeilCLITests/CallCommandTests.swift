@@ -23,10 +23,7 @@ final class CallCommandTests: XCTestCase {
             try work.process(["call", "--server", serverURL, "--room", "r1", "--user", user, "--token", token, "--video", "face.mp4",
                               "--audio-in", audio, "--out", "\(user).mp4", "--duration", "6", "--json"])
         }
-        try calls[0].0.run()
-        Thread.sleep(forTimeInterval: 0.5)
-        try calls[1].0.run()
-        let outputs = CallWorkspace.outputs(of: calls)
+        let outputs = try CallWorkspace.run(calls)
         // Events as JSON lines: joined, the other participant, statistics with a candidate pair and RTT.
         let aliceEvents = CallWorkspace.events(outputs[0])
         XCTAssertTrue(aliceEvents.contains { $0["event"] as? String == "joined" })

@@ -74,6 +74,18 @@ struct CallWorkspace {
         try users.map { try runToEnd(["token", "--room", room, "--user", $0, "--ttl", "5m", "--secret-file", secret]) }
     }
 
+    /// Starts `calls` in order, `apart` seconds from one another (the first to join is the one
+    /// the others connect to), waits for them all to end (each must succeed) and returns each
+    /// one's standard output, in the order given.
+    static func run(_ calls: [(Process, Pipe, Pipe)], apart: TimeInterval = 0.5, file: StaticString = #filePath,
+                    line: UInt = #line) throws -> [String] {
+        for (n, call) in calls.enumerated() {
+            if n > 0 { Thread.sleep(forTimeInterval: apart) }
+            try call.0.run()
+        }
+        return outputs(of: calls, file: file, line: line)
+    }
+
     /// Waits for every running call to end (each must succeed) and returns each one's standard output.
     static func outputs(of calls: [(Process, Pipe, Pipe)], file: StaticString = #filePath, line: UInt = #line) -> [String] {
         calls.map { p, out, err in

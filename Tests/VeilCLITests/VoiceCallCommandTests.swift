@@ -18,10 +18,7 @@ final class VoiceCallCommandTests: XCTestCase {
             try work.process(["call", "--server", serverURL, "--room", "r1", "--user", user, "--token", token, "--camera", "none",
                               "--audio-in", audio, "--out", "none", "--duration", "9", "--json"])
         }
-        try calls[0].0.run()
-        Thread.sleep(forTimeInterval: 0.5)
-        try calls[1].0.run()
-        let lines = CallWorkspace.outputs(of: calls).map(CallWorkspace.events)
+        let lines = try CallWorkspace.run(calls).map(CallWorkspace.events)
         let (alice, bob) = (lines[0], lines[1])
         // Alice is told her avatar follows her voice, and sends only voice-driven frames.
         XCTAssertTrue(alice.contains { $0["event"] as? String == "expressionSource" && $0["source"] as? String == "voice" })

@@ -2,7 +2,8 @@ import XCTest
 @testable import VeilCore
 
 /// The sliding-window percentile behind the privacy filter's resting levels and the estimator's
-/// closed-mouth level, and the spread behind its head-pose dead zones: the same answers as sorting the window each time.
+/// closed-mouth level, and the spread behind its head-pose dead zones: the same answers as
+/// sorting the window each time.
 final class SlidingPercentileTests: XCTestCase {
     func testMatchesSortingTheWindow() {
         var window = SlidingPercentile(seconds: 2)

@@ -8,10 +8,11 @@ import VeilSynth
 /// what Veil transmits, and from the raw landmarks that the approach Veil replaces transmitted?
 ///
 /// Each photo in Veil's cache (five different people) is animated by `TalkingFaceSynthesizer` in
-/// two independent sessions. A session is a fresh `ExpressionCapture` (so a fresh neutral
-/// calibration) fed a random performance: a warm-up during which the estimator calibrates, then
-/// one-second segments, each drawn from the same random distribution of speech, blinks, smiles,
-/// brow raises and head turns with its own seed. What is said and done therefore differs from
+/// two independent sessions, and the whole experiment runs `experiments` times, pooled. A session
+/// is a fresh `ExpressionCapture` (so a fresh neutral calibration) fed a random performance: a
+/// warm-up during which the estimator calibrates, then one-second segments, each drawn from the
+/// same random distribution of speech, blinks, smiles, brow raises and head turns with its own
+/// seed. What is said and done therefore differs from
 /// segment to segment and from person to person while following the same statistics for all.
 ///
 /// Per segment two feature vectors are taken:
@@ -24,10 +25,10 @@ import VeilSynth
 ///
 /// A 1-nearest-neighbour classifier (Euclidean distance on features standardised with the
 /// training set's mean and deviation) is trained on one session of every person and tested on the
-/// other session, both ways round. Testing on another session is what an adversary holding an
+/// other session of the same experiment, both ways round. Testing on another session is what an adversary holding an
 /// earlier recording of a person would do; it also keeps artefacts of one session's calibration
 /// (which link segments of the same call together, not to a person) from counting as identity.
-/// Leave-one-segment-out over everything is reported beside it for comparison.
+/// Leave-one-segment-out within each experiment is reported beside it for comparison.
 ///
 /// Everything is seeded: the run is deterministic, so the statistical bound below is checked
 /// against one fixed sample, not re-drawn on every run.
@@ -47,7 +48,8 @@ final class ReidentificationTests: XCTestCase {
     /// One segment of one session of one person.
     struct Segment {
         var person: Int
-        /// Sessions are numbered across experiments; a classifier only sees one experiment.
+        /// Sessions are numbered across experiments (`sessionsPerPerson` to each); a classifier
+        /// only sees one experiment.
         var session: Int
         var index: Int
         /// Features of the decoded ExpressionFrames as Veil sends them by default (estimator, then
@@ -66,7 +68,7 @@ final class ReidentificationTests: XCTestCase {
         /// that the stream does carry the performance.
         var scriptedJaw: Double, streamJaw: Double, scriptedYaw: Double, streamYaw: Double
         /// Which run of the experiment the segment belongs to.
-        var experiment = 0
+        var experiment: Int { session / ReidentificationTests.sessionsPerPerson }
     }
 
     /// Named ranges of the stream's feature vector, for the per-part breakdown.
@@ -270,7 +272,6 @@ final class ReidentificationTests: XCTestCase {
                     let script = try performance(seed: seed, segments: segmentsPerSession)
                     segments += try record(synth, script: script, tracker: tracker, topology: topology, person: person,
                                            session: experiment * sessionsPerPerson + session)
-                        .map { var segment = $0; segment.experiment = experiment; return segment }
                 }
             }
         }
@@ -426,7 +427,7 @@ final class ReidentificationTests: XCTestCase {
                             mesh: meshes?[n].map { $0.flatMap { [$0.x, $0.y, $0.z] } })
             text += String(decoding: try encoder.encode(line), as: UTF8.self).replacingOccurrences(of: "\"NaN\"", with: "null") + "\n"
         }
-        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         defer { try? handle.close() }
         try handle.seekToEnd()
@@ -516,7 +517,7 @@ final class ReidentificationTests: XCTestCase {
         var confusion = [[Int]](repeating: [Int](repeating: 0, count: people), count: people)
         for session in Set(segments.map(\.session)).sorted() {
             let training = segments.filter { $0.session == session }.map { (person: $0.person, features: features($0)) }
-            let experiment = segments.first { $0.session == session }!.experiment
+            let experiment = session / sessionsPerPerson
             for test in segments where test.session != session && test.experiment == experiment {
                 guard let predicted = nearestPerson(features(test), training: training) else { continue }
                 confusion[test.person][predicted] += 1

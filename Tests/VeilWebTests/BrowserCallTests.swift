@@ -69,9 +69,7 @@ final class BrowserCallTests: XCTestCase {
         let clip = try makeCameraClip()
         let speech = makeSpeech()
         // Carol (in process) first, then `veil call`, then the browser: the browser offers to both.
-        let carol = try nativeSession(room: "r1", user: "carol")
-        let carolLog = EventRecorder(carol)
-        carol.start()
+        let (carol, carolLog) = try nativeSession(room: "r1", user: "carol")
         let jaw = Jaw()
         let sender = sendExpressions(from: carol, jaw: jaw)
         defer { sender.cancel() }
@@ -205,9 +203,7 @@ final class BrowserCallTests: XCTestCase {
         try browser.execute("document.getElementById('join').click()")
         XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
 
-        let carol = try nativeSession(room: "r3", user: "carol")
-        let carolLog = EventRecorder(carol)
-        carol.start()
+        let (carol, carolLog) = try nativeSession(room: "r3", user: "carol")
         let sender = sendExpressions(from: carol, jaw: Jaw(0.5))
         defer { sender.cancel() }
         XCTAssertTrue(wait(10) { carolLog.events.contains { if case .peerState("web", .connected) = $0 { true } else { false } } },
@@ -243,9 +239,7 @@ final class BrowserCallTests: XCTestCase {
     /// Someone who leaves while the page still waits for its microphone (a permission prompt can
     /// take long) gets no offer and leaves no tile behind; the room's others are shown at once.
     func testWhoLeavesWhileTheMicrophoneIsAskedForGetsNoOffer() throws {
-        let carol = try nativeSession(room: "r7", user: "carol")
-        let carolLog = EventRecorder(carol)
-        carol.start()
+        let (carol, carolLog) = try nativeSession(room: "r7", user: "carol")
         XCTAssertTrue(wait(10) { carolLog.joined })
         let browser = try browser()
         defer { browser.delete() }
@@ -387,9 +381,7 @@ final class BrowserCallTests: XCTestCase {
     /// phone width; it connects with the browser's default privacy settings (mDNS host names)
     /// when the microphone is refused.
     func testNeverTheCameraPhoneWidthAndMulticastDNSCandidates() throws {
-        let carol = try nativeSession(room: "r4", user: "carol")
-        let carolLog = EventRecorder(carol)
-        carol.start()
+        let (_, carolLog) = try nativeSession(room: "r4", user: "carol")
         XCTAssertTrue(wait(10) { carolLog.joined })
         // No fake-media permission: the microphone request is refused, so Chromium keeps hiding
         // its addresses behind mDNS names, which the native side cannot resolve.
@@ -477,9 +469,7 @@ final class BrowserCallTests: XCTestCase {
     /// The server restarts under a call: the page reconnects and rejoins by itself, and voice and
     /// expressions flow again.
     func testThePageRejoinsAfterTheServerRestarts() throws {
-        let carol = try nativeSession(room: "r6", user: "carol")
-        let carolLog = EventRecorder(carol)
-        carol.start()
+        let (carol, carolLog) = try nativeSession(room: "r6", user: "carol")
         let sender = sendExpressions(from: carol, jaw: Jaw(0.3))
         defer { sender.cancel() }
         XCTAssertTrue(wait(10) { carolLog.joined })
@@ -640,11 +630,15 @@ final class BrowserCallTests: XCTestCase {
         try authority.issue(room: room, user: user, lifetime: 600)
     }
 
-    private func nativeSession(room: String, user: String) throws -> CallSession {
+    /// A native participant joining `room` as `user` (a test tone for a voice), started, with a
+    /// recorder of its events and the frames it receives.
+    private func nativeSession(room: String, user: String) throws -> (CallSession, EventRecorder) {
         let session = CallSession(configuration: .init(server: try XCTUnwrap(server.webSocketURL), room: room, user: user,
                                                        token: try token(room, user), audioInput: .testTone(frequency: 440), statisticsInterval: 1))
         sessions.append(session)
-        return session
+        let log = EventRecorder(session)
+        session.start()
+        return (session, log)
     }
 
     private func awaitLeave(_ session: CallSession) {
