@@ -78,7 +78,7 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// Fraction of the peak below which a channel reads 0; the rest is rescaled to reach 1.
     public var deadZone: Float = 0.3
     /// Seconds a channel other than the jaw must stay above its dead zone before it is sent.
-    public var onsetSeconds: Double = 0.25
+    public var onsetSeconds: Double = 0.16
     /// Frames in the median taken of head pose and gaze.
     public var medianFrames = 7
     /// Degrees taken off the magnitude of yaw.

@@ -13,9 +13,7 @@ final class LostFaceTests: XCTestCase {
         let mesh = try XCTUnwrap(try tracker.landmarks(inStill: photo)?.mesh, "no face in lenna.png")
         let synth = try TalkingFaceSynthesizer(photo: photo, mesh: mesh, topology: try VeilResources.meshTopology())
         tracker.reset()
-        // Without the privacy filter, so that the smile is sent as measured the instant the face
-        // leaves (the filter waits 0.25 s for a smile); lost frames come from the capture either way.
-        let capture = ExpressionCapture(tracker: tracker, privacy: nil)
+        let capture = ExpressionCapture(tracker: tracker)
         var empty = RGBImage(width: 640, height: 480)
         for i in empty.pixels.indices { empty.pixels[i] = UInt8(truncatingIfNeeded: 70 + (i / 1920) % 50) }
         var image = RGBImage(width: 640, height: 480)
