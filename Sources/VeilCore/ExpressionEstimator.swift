@@ -8,6 +8,11 @@ import Foundation
 /// closed at rest but may be talking), and can be reset at any time. Outputs pass through
 /// One-Euro filters: steady at rest, quick for blinks and speech.
 ///
+/// The mouth corners sink as the lips part, by a different fraction on every face: that part of
+/// their movement is learnt per person (`LipGapCoupling`) and taken out before smile, frown and
+/// stretch are read, so that talking reads as neither, and the same speech gives the same smile
+/// readings on different faces.
+///
 /// Head pose is reported relative to the person's resting pose over the same window, so that
 /// looking at the screen (wherever the camera sits) faces the viewer, and a habitual tilt of the
 /// head does not travel.
@@ -74,6 +79,9 @@ public struct ExpressionEstimator: Sendable {
     /// Blink reading (both eyes' mean) above which the pupils count as hidden.
     private let gazeHoldBlink: Float = 0.5
     private let poseCorrection: HeadPoseEstimator
+    /// How this face's mouth corners move with its lip gap, taken out of smile, frown and stretch.
+    private var lipGapCoupling = LipGapCoupling()
+    private var lastMeasured: Double?
 
     /// - Parameters:
     ///   - calibrationFrames: tracked frames that learn the neutral face (≈ 1.5 s at 30 fps).
@@ -90,6 +98,7 @@ public struct ExpressionEstimator: Sendable {
     /// Forgets the neutral face and the filters' state: the next frames calibrate anew.
     public mutating func resetCalibration() {
         samples = []; neutral = nil; poseSamples = []; poseNeutral = [0, 0, 0]; recentLipGaps.removeAll(); lowestLipGap = nil
+        lipGapCoupling.reset(); lastMeasured = nil
         resetFilters()
     }
 
@@ -113,8 +122,19 @@ public struct ExpressionEstimator: Sendable {
         }
         guard var n = neutral else { return nil }
         n[4] = restingLipGap(v[4], calibrated: n[4], at: timeSeconds)
+        lipGapCoupling.add(gap: v[4], lift: (v[7] + v[8]) / 2, spread: (v[9] + v[10]) / 2,
+                           dt: lastMeasured.map { timeSeconds - $0 } ?? 1.0 / 30)
+        lastMeasured = timeSeconds
+        // The corners as the lip gap does not explain them, against the same of the neutral face.
+        let slopes: [(Int, Float)] = [(7, lipGapCoupling.liftSlope), (8, lipGapCoupling.liftSlope),
+                                      (9, lipGapCoupling.spreadSlope), (10, lipGapCoupling.spreadSlope)]
+        var measured = v
+        for (k, slope) in slopes {
+            measured[k] -= slope * v[4]
+            n[k] = Self.median(samples.map { $0[k] - slope * $0[4] })
+        }
         var e = Expression()
-        map(v, neutral: n, into: &e)
+        map(measured, neutral: n, into: &e)
         e.headPose = HeadPose(yaw: pose.yaw - poseNeutral[0], pitch: pose.pitch - poseNeutral[1], roll: pose.roll - poseNeutral[2])
         if m.pupilX != nil {
             var g = Gaze(x: clamp((v[16] - n[16]) / gains.gaze, -1, 1), y: clamp(-(v[17] - n[17]) / gains.gaze, -1, 1))
@@ -148,6 +168,12 @@ public struct ExpressionEstimator: Sendable {
             lowestLipGap = min(lowestLipGap ?? low, low)
         }
         return min(calibrated, lowestLipGap ?? calibrated)
+    }
+
+    /// The middle value of `values` (0 when empty).
+    static func median(_ values: [Float]) -> Float {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
 
     /// Medians of the calibration samples; the mouth's gap and the chin use the 20th percentile.

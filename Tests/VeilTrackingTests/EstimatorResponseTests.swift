@@ -103,4 +103,54 @@ final class EstimatorResponseTests: XCTestCase {
             for i in 0..<m.count where m[i].y > below && !lips.contains(i) { m[i].y += 0.4 * iod * (m[i].y - below) / (m[152].y - below) }
         })
     }
+
+    /// The jaw opening by `gap` (in IOD): the lower lip and everything below it drop, the mouth
+    /// corners by `cornerDrop` of that.
+    static func talk(_ mesh: [Point3], gap: Float, cornerDrop: Float, iod: Float) -> [Point3] {
+        var m = mesh
+        let lowerLip: Set = [146, 91, 181, 84, 17, 314, 405, 321, 375, 95, 88, 178, 87, 14, 317, 402, 318, 324]
+        let chin = mesh[17].y
+        for i in m.indices where lowerLip.contains(i) || mesh[i].y > chin { m[i].y += gap * iod }
+        for i in [61, 291, 78, 308] { m[i].y += cornerDrop * gap * iod }
+        return m
+    }
+
+    /// Three seconds of speech on a face whose corners barely sink as the lips part, and on one
+    /// whose corners sink far (the estimator assumes a middle value until it has learnt the face):
+    /// then neither an open nor a closing mouth reads as a smile or a frown, and a smile while
+    /// talking still does.
+    func testTalkingIsNeitherSmileNorFrownOnceTheFaceIsLearnt() throws {
+        let (mesh, topology) = try Self.base.get()
+        let iod = abs(mesh[263].x + mesh[362].x - mesh[33].x - mesh[133].x) / 2
+        func landmarks(_ m: [Point3]) -> FaceLandmarks { topology.landmarks(mesh: m, leftPupil: nil, rightPupil: nil, confidence: 1) }
+        for (cornerDrop, unlearntReading) in [(Float(0.05), BlendShape.mouthSmileLeft), (0.9, .mouthFrownLeft)] {
+            // Before learning, the assumed slope misreads this face's open mouth.
+            let unlearnt = try expression { m, iod, _ in m = Self.talk(m, gap: 0.2, cornerDrop: cornerDrop, iod: iod) }
+            XCTAssertGreaterThan(unlearnt[unlearntReading], 0.15, "corner drop \(cornerDrop): the face should differ from the prior")
+
+            var estimator = ExpressionEstimator(calibrationFrames: 5, smoothing: false)
+            var time = 0.0
+            func show(_ m: [Point3]) throws -> VeilCore.Expression {
+                time += 1.0 / 30
+                return try XCTUnwrap(estimator.update(landmarks(m), at: time))
+            }
+            for _ in 0..<5 { _ = try show(mesh) }
+            for n in 0..<90 {
+                _ = try show(Self.talk(mesh, gap: 0.2 * Float(abs(sin(Double(n) * 0.45))), cornerDrop: cornerDrop, iod: iod))
+            }
+            let open = try show(Self.talk(mesh, gap: 0.2, cornerDrop: cornerDrop, iod: iod))
+            let closed = try show(mesh)
+            var smiling = Self.talk(mesh, gap: 0.2, cornerDrop: cornerDrop, iod: iod)
+            smiling[61].y -= 0.12 * iod; smiling[291].y -= 0.12 * iod; smiling[61].x -= 0.08 * iod; smiling[291].x += 0.08 * iod
+            let smile = try show(smiling)
+            for (name, e) in [("open", open), ("closed", closed)] {
+                for shape in [BlendShape.mouthSmileLeft, .mouthSmileRight, .mouthFrownLeft, .mouthFrownRight] {
+                    XCTAssertLessThan(e[shape], 0.1, "corner drop \(cornerDrop): \(name) mouth read as \(shape.name)")
+                }
+            }
+            XCTAssertGreaterThan(open[.jawOpen], 0.2)
+            XCTAssertGreaterThan(smile[.mouthSmileLeft], 0.3, "corner drop \(cornerDrop)")
+            XCTAssertGreaterThan(smile[.mouthSmileRight], 0.3, "corner drop \(cornerDrop)")
+        }
+    }
 }
