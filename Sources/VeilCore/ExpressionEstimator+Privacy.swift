@@ -17,7 +17,10 @@ import Foundation
 ///   running peak (forgotten with a time constant of `peakSeconds`), and is sent as the fraction
 ///   of that peak, after a dead zone of `deadZone` (noise and weak cross-talk read 0), scaled to
 ///   the channel's canonical strength. Left and right are one channel: winks and one-sided
-///   smiles are not sent.
+///   smiles are not sent. Smile and frown are the two directions of one movement of the mouth
+///   corners and share one resting level (`cornerBaselinePercentile` of the signed corner
+///   movement): a neutral face learnt during a smile, which would read every rest as a frown,
+///   reads 0 again.
 /// - **Blinks** as eyes open or closed: a blink starts when the lids close past half of the
 ///   person's usual blink and ends when they open past a third of it; the avatar's lids then move
 ///   at one canonical speed.
@@ -43,6 +46,9 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// One canonical channel: the coefficients it reads (their mean) and writes.
     public struct Channel: Sendable {
         public var shapes: [BlendShape]
+        /// For smile (+1) and frown (-1): the direction of the signed mouth-corner movement this
+        /// channel reads, against the corners' shared resting level instead of its own.
+        public var cornerDirection: Float?
         /// The running peak before anything has been seen (in the estimator's units).
         public var initialPeak: Float
         /// The smallest peak an intensity is computed from, so that a channel that barely moves
@@ -53,18 +59,19 @@ public struct ExpressionPrivacyFilter: Sendable {
         /// Whether the channel is sent only once it has stayed above its dead zone for
         /// `onsetSeconds` (all but the jaw, which lip sync needs at once).
         public var waitsForOnset: Bool
-        public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float, waitsForOnset: Bool = true) {
+        public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float, waitsForOnset: Bool = true,
+                    cornerDirection: Float? = nil) {
             self.shapes = shapes; self.initialPeak = initialPeak; self.peakFloor = peakFloor; self.strength = strength
-            self.waitsForOnset = waitsForOnset
+            self.waitsForOnset = waitsForOnset; self.cornerDirection = cornerDirection
         }
     }
 
     /// The channels sent, in the estimator's units.
     public static let channels: [Channel] = [
         Channel([.jawOpen], initialPeak: 0.3, peakFloor: 0.05, strength: 0.7, waitsForOnset: false),
-        Channel([.mouthSmileLeft, .mouthSmileRight], initialPeak: 0.5, peakFloor: 0.1, strength: 0.8),
+        Channel([.mouthSmileLeft, .mouthSmileRight], initialPeak: 0.5, peakFloor: 0.1, strength: 0.8, cornerDirection: 1),
         Channel([.browInnerUp, .browOuterUpLeft, .browOuterUpRight], initialPeak: 0.3, peakFloor: 0.05, strength: 0.8),
-        Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
+        Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6, cornerDirection: -1),
         Channel([.mouthPucker], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
         Channel([.mouthFunnel], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
     ]
@@ -73,6 +80,10 @@ public struct ExpressionPrivacyFilter: Sendable {
     public var baselineSeconds: Double = 20
     /// The percentile of that history taken as the resting level.
     public var baselinePercentile: Double = 0.1
+    /// The percentile of the signed mouth-corner movement (smile up, frown down) over
+    /// `baselineSeconds` taken as the corners' resting level: a smile or a frown held for less
+    /// than this fraction of the time stays above or below it.
+    public var cornerBaselinePercentile: Double = 0.2
     /// Time constant (s) with which a channel's peak is forgotten.
     public var peakSeconds: Double = 10
     /// Fraction of the peak below which a channel reads 0; the rest is rescaled to reach 1.
@@ -106,6 +117,8 @@ public struct ExpressionPrivacyFilter: Sendable {
     public var lidOpenSeconds: Float = 0.12
 
     private var history: [SlidingPercentile] = []
+    /// The signed mouth-corner movement over `baselineSeconds`.
+    private var cornerHistory = SlidingPercentile(seconds: 20)
     private var peaks: [Float] = []
     /// Per channel, since when it has been above its dead zone.
     private var activeSince: [Double?] = []
@@ -123,6 +136,7 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// Forgets everything learnt (a new person, or a recalibration).
     public mutating func reset() {
         history = Self.channels.map { _ in SlidingPercentile(seconds: baselineSeconds) }
+        cornerHistory = SlidingPercentile(seconds: baselineSeconds)
         peaks = Self.channels.map(\.initialPeak)
         activeSince = Self.channels.map { _ in nil }
         poseHistory = (0..<5).map { _ in SlidingPercentile(seconds: poseBaselineSeconds) }
@@ -138,9 +152,16 @@ public struct ExpressionPrivacyFilter: Sendable {
         let dt = lastTime.map { min(max(timeSeconds - $0, 0), 0.5) } ?? 1.0 / 30
         lastTime = timeSeconds
         var out = Expression()
+        let corners = cornerMovement(e, at: timeSeconds)
         for (k, channel) in Self.channels.enumerated() {
-            let reading = channel.shapes.reduce(0) { $0 + e[$1] } / Float(channel.shapes.count)
-            let level = max(reading - resting(k, reading, at: timeSeconds), 0)
+            let level: Float
+            if let direction = channel.cornerDirection {
+                let gain = direction > 0 ? ExpressionEstimator.Gains().smile : ExpressionEstimator.Gains().frown
+                level = max(direction * (corners.movement - corners.resting), 0) / gain
+            } else {
+                let reading = channel.shapes.reduce(0) { $0 + e[$1] } / Float(channel.shapes.count)
+                level = max(reading - resting(k, reading, at: timeSeconds), 0)
+            }
             peaks[k] = max(level, peaks[k] * Float(exp(-dt / peakSeconds)))
             let fraction = level / max(peaks[k], channel.peakFloor)
             var sent = min(max(fraction - deadZone, 0) / (1 - deadZone), 1) * channel.strength
@@ -176,6 +197,17 @@ public struct ExpressionPrivacyFilter: Sendable {
         history[k].seconds = baselineSeconds
         history[k].add(reading, at: time)
         return history[k].value(at: baselinePercentile) ?? reading
+    }
+
+    /// The mouth corners' signed movement (raised for a smile, lowered for a frown, in the
+    /// estimator's units of inter-eye distance) and its resting level.
+    private mutating func cornerMovement(_ e: Expression, at time: Double) -> (movement: Float, resting: Float) {
+        let gains = ExpressionEstimator.Gains()
+        let movement = (e[.mouthSmileLeft] + e[.mouthSmileRight]) / 2 * gains.smile
+            - (e[.mouthFrownLeft] + e[.mouthFrownRight]) / 2 * gains.frown
+        cornerHistory.seconds = baselineSeconds
+        cornerHistory.add(movement, at: time)
+        return (movement, cornerHistory.value(at: cornerBaselinePercentile) ?? movement)
     }
 
     /// Eyes open or closed from the blink reading, as the avatar's lids (0 open … 1 shut).

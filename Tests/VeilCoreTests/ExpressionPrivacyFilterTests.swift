@@ -60,6 +60,31 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
         XCTAssertGreaterThan(outs[30 * 28 + 20][.mouthSmileLeft], 0.5, "the smile at 28 s")
     }
 
+    func testANeutralLearntDuringASmileDoesNotMakeRestAFrown() {
+        // The estimator calibrated while this face smiled, so its rest reads as a 0.3 frown; later
+        // a real frown (2 s) and a real smile (1 s) come through, each against that rest.
+        var filter = ExpressionPrivacyFilter()
+        let outs = run(&filter, seconds: 30) { t in
+            var e = VeilCore.Expression()
+            let frown: Float = 0.3 + (t > 24 && t < 26 ? 0.5 : 0)
+            let smile: Float = t > 28 && t < 29 ? 0.8 : 0
+            // The estimator reports one of the two; a smile lifts the corners past the rest first.
+            let net = smile * ExpressionEstimator.Gains().smile - frown * ExpressionEstimator.Gains().frown
+            let g = ExpressionEstimator.Gains()
+            e[.mouthSmileLeft] = max(net, 0) / g.smile; e[.mouthSmileRight] = e[.mouthSmileLeft]
+            e[.mouthFrownLeft] = max(-net, 0) / g.frown; e[.mouthFrownRight] = e[.mouthFrownLeft]
+            return e
+        }
+        for t in [5, 10, 20] {
+            XCTAssertEqual(outs[30 * t][.mouthFrownLeft], 0, "rest at \(t) s")
+            XCTAssertEqual(outs[30 * t][.mouthSmileLeft], 0, "rest at \(t) s")
+        }
+        XCTAssertGreaterThan(outs[30 * 25][.mouthFrownLeft], 0.3, "the frown at 25 s")
+        XCTAssertEqual(outs[30 * 25][.mouthSmileLeft], 0)
+        XCTAssertGreaterThan(outs[30 * 28 + 20][.mouthSmileLeft], 0.3, "the smile at 28.7 s")
+        XCTAssertEqual(outs[30 * 28 + 20][.mouthFrownLeft], 0)
+    }
+
     func testWeakAndStrongBlinksCloseTheEyesAlike() {
         func lids(_ strength: Float) -> [Float] {
             var filter = ExpressionPrivacyFilter()

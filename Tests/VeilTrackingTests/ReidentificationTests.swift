@@ -88,11 +88,11 @@ final class ReidentificationTests: XCTestCase {
 
     // MARK: - The tests
 
-    /// The privacy claim to reach: from the decoded stream of one session, a nearest-neighbour
-    /// classifier trained on another session of every person names the person no more often than
-    /// chance allows (one-sided binomial 95 % bound for the number of predictions). Reached on the
-    /// synthesiser's exact mesh, not yet on the tracker's; see the assertions. Prints the whole
-    /// experiment, with a breakdown by part of the stream and the confusion matrix.
+    /// The privacy claim: from the decoded stream of one session, a nearest-neighbour classifier
+    /// trained on another session of every person names the person no more often than chance
+    /// allows (one-sided binomial 95 % bound for the number of predictions); see the assertions
+    /// for where it stands. Prints the whole experiment, with a breakdown by part of the stream
+    /// and the confusion matrix.
     func testHowWellTheTransmittedStreamIdentifiesPeople() throws {
         let segments = try Self.segments()
         let people = Set(segments.map(\.person)).count
@@ -137,19 +137,16 @@ final class ReidentificationTests: XCTestCase {
         }
 
         XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
-        // The goal is `stream.correct <= bound`: no better than chance. Not reached: the last run
-        // gave 94 / 360 (26.1 %) against a bound of 85 (23.6 %); without the privacy filter
-        // 74.4 %; 28.9 % before the estimator learnt each face's lip-gap coupling, 35.3 % with the
-        // filter of an earlier release. What is left
-        // is spread thinly over the channels (no channel alone reaches 27 %): faces
-        // whose mouth, brows and blinks the landmark model reads with different strength and
-        // cross-talk (docs/privacy.md). The estimator on the synthesiser's exact mesh, without
-        // the tracker, is little better (25.0 % filtered): the face's geometry alone gives part of
-        // it.
-        // Until that is closed this guards the measured state.
+        // The claim is `stream.correct <= bound`: no better than chance. The last run gave 81 / 360
+        // (22.5 %) against a bound of 85 (23.6 %); without the privacy filter 74.4 %; 26.1 % before
+        // smile and frown shared one resting level, 28.9 % before the estimator learnt each face's
+        // lip-gap coupling. The guard sits a little above the bound (25 %, 90 predictions), so
+        // that a few predictions' drift with the CPU's floating-point kernels does not fail it;
+        // the output above says where the run stands against the bound. Faces of one size are not
+        // at chance yet (`testFacesOfOneSize`).
         XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.5, "the stream identifies people almost as well as raw landmarks")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.28,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 26.1 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.25,
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 22.5 %; chance \(Self.percent(chance)), bound \(bound) correct)")
         XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.3, "the privacy filter no longer lowers re-identification much")
         XCTAssertLessThan(exactFiltered.accuracy, exact.accuracy, "on the exact mesh, the privacy filter no longer lowers re-identification")
     }
@@ -157,8 +154,8 @@ final class ReidentificationTests: XCTestCase {
     /// The same experiment with every face presented at one size (180 pixels wide in 640×480,
     /// about a face at arm's length from a laptop camera): how much of what identifies people in
     /// the main experiment comes from their faces' very different sizes there (46–197 pixels).
-    /// The last run: 96 / 360 (26.7 %; bound 85); without the privacy filter 75.0 %; 28.6 % before
-    /// the estimator learnt each face's lip-gap coupling.
+    /// The last run: 97 / 360 (26.9 %; bound 85: above chance); without the privacy filter 75.0 %;
+    /// 28.6 % before the estimator learnt each face's lip-gap coupling.
     func testFacesOfOneSize() throws {
         if Self.cachedSameSizeSegments == nil { Self.cachedSameSizeSegments = try Self.segments(faceWidth: 180) }
         let segments = Self.cachedSameSizeSegments!
@@ -170,7 +167,7 @@ final class ReidentificationTests: XCTestCase {
               + " (bound \(bound)); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.29, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 26.7 %)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.29, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 26.9 %)")
     }
 
     /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
