@@ -37,9 +37,10 @@ final class ReidentificationTests: XCTestCase {
     static let photos = ["astronaut.png", "takeo.ppm", "breakingbad.jpg", "einstein.jpg", "lenna.png"]
     static let sessionsPerPerson = 2
     static let segmentsPerSession = 12
-    /// Independent runs of the whole experiment (their own performances), pooled: one run's 120
-    /// predictions vary by about ±4.5 points with the draw of the performances alone.
-    static let experiments = 3
+    /// Independent runs of the whole experiment (their own performances), pooled. Predictions
+    /// within a run are correlated (they share sessions and calibrations), so runs vary more than
+    /// a binomial count would: three runs at a time gave 22.5, 22.2 and 29.4 % with one filter.
+    static let experiments = 9
     static let framesPerSecond = 30.0
     /// Seconds at the start of each session: the estimator's 45-frame calibration, then a margin.
     static let warmUpSeconds = 2.0
@@ -137,16 +138,18 @@ final class ReidentificationTests: XCTestCase {
         }
 
         XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
-        // The claim is `stream.correct <= bound`: no better than chance. The last run gave 81 / 360
-        // (22.5 %) against a bound of 85 (23.6 %); without the privacy filter 74.4 %; 26.1 % before
-        // smile and frown shared one resting level, 28.9 % before the estimator learnt each face's
-        // lip-gap coupling. The guard sits a little above the bound (25 %, 90 predictions), so
-        // that a few predictions' drift with the CPU's floating-point kernels does not fail it;
-        // the output above says where the run stands against the bound. Faces of one size are not
-        // at chance yet (`testFacesOfOneSize`).
+        // The claim is `stream.correct <= bound`: no better than chance. Not reached: the last run
+        // gave 267 / 1080 (24.7 %) against a bound of 238 (22.0 %); without the privacy filter
+        // 70.5 %; the previous release 26.8 % on the same nine runs. The first three runs alone
+        // gave 22.5 % (within their bound of 85 / 360), the next two sets of three 22.2 and
+        // 29.4 %: three runs are not enough to claim chance. What is left is spread thinly (no channel alone above 23 %):
+        // faces whose mouth, blinks and head pose the landmark model reads with different
+        // strength and cross-talk (docs/privacy.md). The estimator on the synthesiser's exact
+        // mesh, without the tracker, gives 22.9 % filtered.
+        // Until that is closed this guards the measured state.
         XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.5, "the stream identifies people almost as well as raw landmarks")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.25,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 22.5 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.26,
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 24.7 %; chance \(Self.percent(chance)), bound \(bound) correct)")
         XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.3, "the privacy filter no longer lowers re-identification much")
         XCTAssertLessThan(exactFiltered.accuracy, exact.accuracy, "on the exact mesh, the privacy filter no longer lowers re-identification")
     }
@@ -154,8 +157,8 @@ final class ReidentificationTests: XCTestCase {
     /// The same experiment with every face presented at one size (180 pixels wide in 640×480,
     /// about a face at arm's length from a laptop camera): how much of what identifies people in
     /// the main experiment comes from their faces' very different sizes there (46–197 pixels).
-    /// The last run: 97 / 360 (26.9 %; bound 85: above chance); without the privacy filter 75.0 %;
-    /// 28.6 % before the estimator learnt each face's lip-gap coupling.
+    /// The last run: 288 / 1080 (26.7 %; bound 238: above chance); without the privacy filter
+    /// 70.4 %; the previous release 29.8 % on the same nine runs.
     func testFacesOfOneSize() throws {
         if Self.cachedSameSizeSegments == nil { Self.cachedSameSizeSegments = try Self.segments(faceWidth: 180) }
         let segments = Self.cachedSameSizeSegments!
@@ -167,7 +170,7 @@ final class ReidentificationTests: XCTestCase {
               + " (bound \(bound)); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.29, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 26.9 %)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.28, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 26.7 %)")
     }
 
     /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
