@@ -1,7 +1,7 @@
 import Foundation
 
 /// How much of the mouth corners' movement a face's lip gap explains: when the jaw drops without
-/// any smile, the corners sink by a fraction of the gap (0.3–0.65 of it against the middle of the
+/// any smile, the corners sink by a fraction of the gap (0.28–0.63 of it against the middle of the
 /// upper lip on MediaPipe's mesh of different faces) and spread or narrow a little. Read as it
 /// is, that reads talking as a frown, a mouth closing after speech as a smile, and a different
 /// smile on every face for the same speech.
