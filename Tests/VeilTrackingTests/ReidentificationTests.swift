@@ -102,6 +102,9 @@ final class ReidentificationTests: XCTestCase {
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
         let fullExpression = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: chance, level: 0.95)
+        let null = Self.permutationNullDistribution(Self.crossSessionConfusions(segments, \.stream))
+        let permutationBound = Self.upperQuantile(null, level: 0.95)
+        let pValue = null.dropFirst(stream.correct).reduce(0, +)
         let streamLOO = Self.leaveOneOutAccuracy(segments, \.stream)
         let landmarkLOO = Self.leaveOneOutAccuracy(segments, \.landmarks)
 
@@ -109,6 +112,9 @@ final class ReidentificationTests: XCTestCase {
         print("  train on one session, test on the other (both ways), \(stream.total) predictions:")
         print("    Veil stream:   \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
               + " (chance + binomial 95 % bound: ≤ \(bound) correct = \(Self.percent(Double(bound) / Double(stream.total))))")
+        print("      against matchings of the sessions' people drawn at random (the chance that keeps each session's predictions together):"
+              + " 95 % bound ≤ \(permutationBound) correct = \(Self.percent(Double(permutationBound) / Double(stream.total)));"
+              + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", pValue))")
         print("    raw landmarks: \(landmarks.correct)/\(landmarks.total) = \(Self.percent(landmarks.accuracy))")
         print("    Veil stream without the privacy filter (--full-expression): \(fullExpression.correct)/\(fullExpression.total) = \(Self.percent(fullExpression.accuracy))")
         print("  leave one segment out, \(streamLOO.total) predictions (same-session neighbours allowed):")
@@ -138,8 +144,11 @@ final class ReidentificationTests: XCTestCase {
         }
 
         XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
-        // The claim is `stream.correct <= bound`: no better than chance. Not reached: the last run
-        // gave 267 / 1080 (24.7 %) against a bound of 238 (22.0 %); without the privacy filter
+        // The claim is no better than chance: `stream.correct` within the 95 % bound of random
+        // matchings (`permutationNullDistribution`; the binomial bound, which treats every
+        // prediction as independent, is a little stricter). Not reached: the last run gave
+        // 267 / 1080 (24.7 %) against bounds of 247 (22.9 %) and 238 (22.0 %), P = 0.004 under
+        // random matchings; without the privacy filter
         // 70.5 %; the previous release 26.8 % on the same nine runs. The first three runs alone
         // gave 22.5 % (within their bound of 85 / 360), the next two sets of three 22.2 and
         // 29.4 %: three runs are not enough to claim chance. What is left is spread thinly (no channel alone above 23 %):
@@ -157,8 +166,9 @@ final class ReidentificationTests: XCTestCase {
     /// The same experiment with every face presented at one size (180 pixels wide in 640×480,
     /// about a face at arm's length from a laptop camera): how much of what identifies people in
     /// the main experiment comes from their faces' very different sizes there (46–197 pixels).
-    /// The last run: 288 / 1080 (26.7 %; bound 238: above chance); without the privacy filter
-    /// 70.4 %; the previous release 29.8 % on the same nine runs.
+    /// The last run: 288 / 1080 (26.7 %; bounds 250 under random matchings and 238 binomial, P =
+    /// 0.0003: above chance); without the privacy filter 70.4 %; the previous release 29.8 % on the
+    /// same nine runs.
     func testFacesOfOneSize() throws {
         if Self.cachedSameSizeSegments == nil { Self.cachedSameSizeSegments = try Self.segments(faceWidth: 180) }
         let segments = Self.cachedSameSizeSegments!
@@ -166,8 +176,10 @@ final class ReidentificationTests: XCTestCase {
         let full = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: 0.2, level: 0.95)
+        let null = Self.permutationNullDistribution(Self.crossSessionConfusions(segments, \.stream))
         print("re-identification, every face 180 px wide: Veil stream \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
-              + " (bound \(bound)); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
+              + " (binomial bound \(bound), matching bound \(Self.upperQuantile(null, level: 0.95)),"
+              + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", null.dropFirst(stream.correct).reduce(0, +)))); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
         XCTAssertLessThanOrEqual(stream.accuracy, 0.28, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 26.7 %)")
@@ -224,6 +236,22 @@ final class ReidentificationTests: XCTestCase {
         XCTAssertEqual(Self.binomialUpperQuantile(trials: 10, probability: 0.5, level: 0.95), 8)
         // Binomial(120, 0.2): mean 24, sd 4.38; the 95 % quantile is 31.
         XCTAssertEqual(Self.binomialUpperQuantile(trials: 120, probability: 0.2, level: 0.95), 31)
+        // One experiment, five people, two segments each, every prediction right both ways: under
+        // a random matching, correct = 4 × (people matched to themselves), whose count among the
+        // 120 matchings is 44, 45, 20, 10, 0, 1 for 0…5 fixed points.
+        let perfect = (0..<5).map { row in (0..<5).map { $0 == row ? 2 : 0 } }
+        let null = Self.permutationNullDistribution([0: perfect, 1: perfect])
+        XCTAssertEqual(null.count, 21)
+        XCTAssertEqual(null[0], 44.0 / 120, accuracy: 1e-12)
+        XCTAssertEqual(null[4], 45.0 / 120, accuracy: 1e-12)
+        XCTAssertEqual(null[20], 1.0 / 120, accuracy: 1e-12)
+        XCTAssertEqual(null.reduce(0, +), 1, accuracy: 1e-12)
+        // P(≤ 8) = 109/120 = 0.908, P(≤ 12) = 119/120.
+        XCTAssertEqual(Self.upperQuantile(null, level: 0.95), 12)
+        // Two experiments: the distributions convolve (mean 2 × 4, all 20s at once 1/120²).
+        let two = Self.permutationNullDistribution([0: perfect, 1: perfect, 2: perfect, 3: perfect])
+        XCTAssertEqual(two.enumerated().reduce(0) { $0 + Double($1.offset) * $1.element }, 8, accuracy: 1e-9)
+        XCTAssertEqual(two[40], 1.0 / 14_400, accuracy: 1e-15)
     }
 
     // MARK: - Building the data set
@@ -514,17 +542,73 @@ final class ReidentificationTests: XCTestCase {
 
     /// Counts of (true person, predicted person) over the cross-session predictions.
     static func crossSessionConfusion(_ segments: [Segment], _ features: (Segment) -> [Double]) -> [[Int]] {
+        crossSessionConfusions(segments, features).values.reduce(into: [[Int]]()) { sum, confusion in
+            if sum.isEmpty { sum = confusion; return }
+            for row in confusion.indices { for column in confusion[row].indices { sum[row][column] += confusion[row][column] } }
+        }
+    }
+
+    /// Per training session, counts of (the test segment's person, the training person predicted)
+    /// over the predictions made from it.
+    static func crossSessionConfusions(_ segments: [Segment], _ features: (Segment) -> [Double]) -> [Int: [[Int]]] {
         let people = (segments.map(\.person).max() ?? -1) + 1
-        var confusion = [[Int]](repeating: [Int](repeating: 0, count: people), count: people)
+        var confusions: [Int: [[Int]]] = [:]
         for session in Set(segments.map(\.session)).sorted() {
+            var confusion = [[Int]](repeating: [Int](repeating: 0, count: people), count: people)
             let training = segments.filter { $0.session == session }.map { (person: $0.person, features: features($0)) }
             let experiment = session / sessionsPerPerson
             for test in segments where test.session != session && test.experiment == experiment {
                 guard let predicted = nearestPerson(features(test), training: training) else { continue }
                 confusion[test.person][predicted] += 1
             }
+            confusions[session] = confusion
         }
-        return confusion
+        return confusions
+    }
+
+    /// The distribution of the number of correct cross-session predictions if the stream said
+    /// nothing about who is who. Within one experiment, which person of one session is which
+    /// person of the other is then arbitrary: each of the people's n! matchings is equally likely,
+    /// and the predictions (which depend on the features only) stay as they are. Unlike a
+    /// binomial count, this keeps what the predictions of one session share: a session whose
+    /// segments all resemble one person of the other session is right for all of them or for
+    /// none. Needs two sessions per experiment (`confusions` keyed by session, 2e and 2e + 1).
+    /// Returns P(correct = k) for k = 0, 1, ….
+    static func permutationNullDistribution(_ confusions: [Int: [[Int]]]) -> [Double] {
+        precondition(sessionsPerPerson == 2, "the matching is between two sessions")
+        func permutations(_ n: Int) -> [[Int]] {
+            guard n > 0 else { return [[]] }
+            return permutations(n - 1).flatMap { p in (0...p.count).map { i in var q = p; q.insert(n - 1, at: i); return q } }
+        }
+        var distribution = [1.0]
+        for experiment in Set(confusions.keys.map { $0 / 2 }).sorted() {
+            // a → b: the matrix of training session a, tested on b (rows: b's people); and back.
+            guard let a = confusions[2 * experiment], let b = confusions[2 * experiment + 1] else { continue }
+            let matchings = permutations(a.count)
+            var counts: [Int] = []
+            for match in matchings {
+                // Person p of session a is taken to be person match[p] of session b.
+                let correct = a.indices.reduce(0) { $0 + a[match[$1]][$1] + b[$1][match[$1]] }
+                if correct >= counts.count { counts += [Int](repeating: 0, count: correct - counts.count + 1) }
+                counts[correct] += 1
+            }
+            var next = [Double](repeating: 0, count: distribution.count + counts.count - 1)
+            for (i, p) in distribution.enumerated() where p > 0 {
+                for (j, c) in counts.enumerated() where c > 0 { next[i + j] += p * Double(c) / Double(matchings.count) }
+            }
+            distribution = next
+        }
+        return distribution
+    }
+
+    /// The smallest k with P(X ≤ k) ≥ `level` under `distribution`.
+    static func upperQuantile(_ distribution: [Double], level: Double) -> Int {
+        var cumulative = 0.0
+        for (k, p) in distribution.enumerated() {
+            cumulative += p
+            if cumulative >= level - 1e-12 { return k }
+        }
+        return max(distribution.count - 1, 0)
     }
 
     /// Leave one segment out: every other segment of its experiment (of either session) is training data.
