@@ -46,9 +46,10 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// One canonical channel: the coefficients it reads (their mean) and writes.
     public struct Channel: Sendable {
         public var shapes: [BlendShape]
-        /// For smile (+1) and frown (-1): the direction of the signed mouth-corner movement this
-        /// channel reads, against the corners' shared resting level instead of its own.
-        public var cornerDirection: Float?
+        /// For smile and frown: the signed mouth-corner movement (inter-eye distances, up positive)
+        /// that reads as 1 on this channel, measured from the corners' shared resting level
+        /// instead of the channel's own.
+        public var cornerUnit: Float?
         /// The running peak before anything has been seen (in the estimator's units).
         public var initialPeak: Float
         /// The smallest peak an intensity is computed from, so that a channel that barely moves
@@ -60,18 +61,23 @@ public struct ExpressionPrivacyFilter: Sendable {
         /// `onsetSeconds` (all but the jaw, which lip sync needs at once).
         public var waitsForOnset: Bool
         public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float, waitsForOnset: Bool = true,
-                    cornerDirection: Float? = nil) {
+                    cornerUnit: Float? = nil) {
             self.shapes = shapes; self.initialPeak = initialPeak; self.peakFloor = peakFloor; self.strength = strength
-            self.waitsForOnset = waitsForOnset; self.cornerDirection = cornerDirection
+            self.waitsForOnset = waitsForOnset; self.cornerUnit = cornerUnit
         }
     }
+
+    /// The estimator's gains, which turn its smile and frown back into corner movement.
+    static let estimatorGains = ExpressionEstimator.Gains()
 
     /// The channels sent, in the estimator's units.
     public static let channels: [Channel] = [
         Channel([.jawOpen], initialPeak: 0.3, peakFloor: 0.05, strength: 0.7, waitsForOnset: false),
-        Channel([.mouthSmileLeft, .mouthSmileRight], initialPeak: 0.5, peakFloor: 0.1, strength: 0.8, cornerDirection: 1),
+        Channel([.mouthSmileLeft, .mouthSmileRight], initialPeak: 0.5, peakFloor: 0.1, strength: 0.8,
+                cornerUnit: estimatorGains.smile),
         Channel([.browInnerUp, .browOuterUpLeft, .browOuterUpRight], initialPeak: 0.3, peakFloor: 0.05, strength: 0.8),
-        Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6, cornerDirection: -1),
+        Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6,
+                cornerUnit: -estimatorGains.frown),
         Channel([.mouthPucker], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
         Channel([.mouthFunnel], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
     ]
@@ -155,9 +161,8 @@ public struct ExpressionPrivacyFilter: Sendable {
         let corners = cornerMovement(e, at: timeSeconds)
         for (k, channel) in Self.channels.enumerated() {
             let level: Float
-            if let direction = channel.cornerDirection {
-                let gain = direction > 0 ? ExpressionEstimator.Gains().smile : ExpressionEstimator.Gains().frown
-                level = max(direction * (corners.movement - corners.resting), 0) / gain
+            if let unit = channel.cornerUnit {
+                level = max((corners.movement - corners.resting) / unit, 0)
             } else {
                 let reading = channel.shapes.reduce(0) { $0 + e[$1] } / Float(channel.shapes.count)
                 level = max(reading - resting(k, reading, at: timeSeconds), 0)
@@ -202,9 +207,8 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// The mouth corners' signed movement (raised for a smile, lowered for a frown, in the
     /// estimator's units of inter-eye distance) and its resting level.
     private mutating func cornerMovement(_ e: Expression, at time: Double) -> (movement: Float, resting: Float) {
-        let gains = ExpressionEstimator.Gains()
-        let movement = (e[.mouthSmileLeft] + e[.mouthSmileRight]) / 2 * gains.smile
-            - (e[.mouthFrownLeft] + e[.mouthFrownRight]) / 2 * gains.frown
+        let movement = (e[.mouthSmileLeft] + e[.mouthSmileRight]) / 2 * Self.estimatorGains.smile
+            - (e[.mouthFrownLeft] + e[.mouthFrownRight]) / 2 * Self.estimatorGains.frown
         cornerHistory.seconds = baselineSeconds
         cornerHistory.add(movement, at: time)
         return (movement, cornerHistory.value(at: cornerBaselinePercentile) ?? movement)

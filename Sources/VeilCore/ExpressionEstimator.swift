@@ -126,12 +126,11 @@ public struct ExpressionEstimator: Sendable {
                            dt: lastMeasured.map { timeSeconds - $0 } ?? 1.0 / 30)
         lastMeasured = timeSeconds
         // The corners as the lip gap does not explain them, against the same of the neutral face.
-        let slopes: [(Int, Float)] = [(7, lipGapCoupling.liftSlope), (8, lipGapCoupling.liftSlope),
-                                      (9, lipGapCoupling.spreadSlope), (10, lipGapCoupling.spreadSlope)]
+        let lift = lipGapCoupling.liftSlope, spread = lipGapCoupling.spreadSlope
         var measured = v
-        for (k, slope) in slopes {
+        for (k, slope) in [(7, lift), (8, lift), (9, spread), (10, spread)] {
             measured[k] -= slope * v[4]
-            n[k] = Self.median(samples.map { $0[k] - slope * $0[4] })
+            n[k] = Self.percentile(samples.map { $0[k] - slope * $0[4] }, 0.5)
         }
         var e = Expression()
         map(measured, neutral: n, into: &e)
@@ -170,20 +169,17 @@ public struct ExpressionEstimator: Sendable {
         return min(calibrated, lowestLipGap ?? calibrated)
     }
 
-    /// The middle value of `values` (0 when empty).
-    static func median(_ values: [Float]) -> Float {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-    }
-
     /// Medians of the calibration samples; the mouth's gap and the chin use the 20th percentile.
     static func neutral(of samples: [[Float]], lowPercentile: Set<Int> = [4, 11]) -> [Float] {
         guard let width = samples.first?.count else { return [] }
-        return (0..<width).map { k in
-            let column = samples.map { $0[k] }.sorted()
-            let q: Double = lowPercentile.contains(k) ? 0.2 : 0.5
-            return column[min(Int(Double(column.count - 1) * q + 0.5), column.count - 1)]
-        }
+        return (0..<width).map { k in percentile(samples.map { $0[k] }, lowPercentile.contains(k) ? 0.2 : 0.5) }
+    }
+
+    /// The value at `fraction` (0…1) of `values`, nearest rank (0 when empty).
+    static func percentile(_ values: [Float], _ fraction: Double) -> Float {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        return sorted[min(Int(Double(sorted.count - 1) * fraction + 0.5), sorted.count - 1)]
     }
 
     private func map(_ v: [Float], neutral n: [Float], into e: inout Expression) {

@@ -69,8 +69,8 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
             let frown: Float = 0.3 + (t > 24 && t < 26 ? 0.5 : 0)
             let smile: Float = t > 28 && t < 29 ? 0.8 : 0
             // The estimator reports one of the two; a smile lifts the corners past the rest first.
-            let net = smile * ExpressionEstimator.Gains().smile - frown * ExpressionEstimator.Gains().frown
             let g = ExpressionEstimator.Gains()
+            let net = smile * g.smile - frown * g.frown
             e[.mouthSmileLeft] = max(net, 0) / g.smile; e[.mouthSmileRight] = e[.mouthSmileLeft]
             e[.mouthFrownLeft] = max(-net, 0) / g.frown; e[.mouthFrownRight] = e[.mouthFrownLeft]
             return e

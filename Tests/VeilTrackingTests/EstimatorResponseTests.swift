@@ -19,9 +19,13 @@ final class EstimatorResponseTests: XCTestCase {
         let neutral = topology.landmarks(mesh: mesh, leftPupil: nil, rightPupil: nil, confidence: 1)
         for i in 0..<5 { _ = estimator.update(neutral, at: Double(i) / 30) }
         var moved = mesh
-        let iod = abs(mesh[263].x + mesh[362].x - mesh[33].x - mesh[133].x) / 2
-        move(&moved, iod, topology)
+        move(&moved, Self.interEyeDistance(mesh), topology)
         return try XCTUnwrap(estimator.update(topology.landmarks(mesh: moved, leftPupil: nil, rightPupil: nil, confidence: 1), at: 1))
+    }
+
+    /// The distance between the eye centres (the middles of their corners) in the mesh's units.
+    static func interEyeDistance(_ mesh: [Point3]) -> Float {
+        abs(mesh[263].x + mesh[362].x - mesh[33].x - mesh[133].x) / 2
     }
 
     func indices(_ topology: MeshTopology, _ regions: FaceRegion...) -> Set<Int> {
@@ -121,7 +125,7 @@ final class EstimatorResponseTests: XCTestCase {
     /// talking still does.
     func testTalkingIsNeitherSmileNorFrownOnceTheFaceIsLearnt() throws {
         let (mesh, topology) = try Self.base.get()
-        let iod = abs(mesh[263].x + mesh[362].x - mesh[33].x - mesh[133].x) / 2
+        let iod = Self.interEyeDistance(mesh)
         func landmarks(_ m: [Point3]) -> FaceLandmarks { topology.landmarks(mesh: m, leftPupil: nil, rightPupil: nil, confidence: 1) }
         for (cornerDrop, unlearntReading) in [(Float(0.05), BlendShape.mouthSmileLeft), (0.9, .mouthFrownLeft)] {
             // Before learning, the assumed slope misreads this face's open mouth.

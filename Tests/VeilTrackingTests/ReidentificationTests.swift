@@ -102,9 +102,7 @@ final class ReidentificationTests: XCTestCase {
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
         let fullExpression = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: chance, level: 0.95)
-        let null = Self.permutationNullDistribution(Self.crossSessionConfusions(segments, \.stream))
-        let permutationBound = Self.upperQuantile(null, level: 0.95)
-        let pValue = null.dropFirst(stream.correct).reduce(0, +)
+        let matching = Self.matchingChance(segments, correct: stream.correct)
         let streamLOO = Self.leaveOneOutAccuracy(segments, \.stream)
         let landmarkLOO = Self.leaveOneOutAccuracy(segments, \.landmarks)
 
@@ -113,8 +111,8 @@ final class ReidentificationTests: XCTestCase {
         print("    Veil stream:   \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
               + " (chance + binomial 95 % bound: ≤ \(bound) correct = \(Self.percent(Double(bound) / Double(stream.total))))")
         print("      against matchings of the sessions' people drawn at random (the chance that keeps each session's predictions together):"
-              + " 95 % bound ≤ \(permutationBound) correct = \(Self.percent(Double(permutationBound) / Double(stream.total)));"
-              + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", pValue))")
+              + " 95 % bound ≤ \(matching.bound) correct = \(Self.percent(Double(matching.bound) / Double(stream.total)));"
+              + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", matching.probability))")
         print("    raw landmarks: \(landmarks.correct)/\(landmarks.total) = \(Self.percent(landmarks.accuracy))")
         print("    Veil stream without the privacy filter (--full-expression): \(fullExpression.correct)/\(fullExpression.total) = \(Self.percent(fullExpression.accuracy))")
         print("  leave one segment out, \(streamLOO.total) predictions (same-session neighbours allowed):")
@@ -176,10 +174,10 @@ final class ReidentificationTests: XCTestCase {
         let full = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: 0.2, level: 0.95)
-        let null = Self.permutationNullDistribution(Self.crossSessionConfusions(segments, \.stream))
+        let matching = Self.matchingChance(segments, correct: stream.correct)
         print("re-identification, every face 180 px wide: Veil stream \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
-              + " (binomial bound \(bound), matching bound \(Self.upperQuantile(null, level: 0.95)),"
-              + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", null.dropFirst(stream.correct).reduce(0, +)))); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
+              + " (binomial bound \(bound), matching bound \(matching.bound),"
+              + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", matching.probability))); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
         XCTAssertLessThanOrEqual(stream.accuracy, 0.28, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 26.7 %)")
@@ -510,26 +508,38 @@ final class ReidentificationTests: XCTestCase {
         var accuracy: Double { total > 0 ? Double(correct) / Double(total) : 0 }
     }
 
-    /// The person of `query`'s nearest training segment (Euclidean distance on features
-    /// standardised with the training set's per-dimension mean and deviation; dimensions constant
-    /// over the training set are left out). Ties go to the earliest training segment.
-    static func nearestPerson(_ query: [Double], training: [(person: Int, features: [Double])]) -> Int? {
-        guard let width = training.first?.features.count else { return nil }
-        // Standardising is a per-dimension scale; the centring would cancel in the difference.
-        let scale = (0..<width).map { k in
-            let sd = standardDeviation(training.map { $0.features[k] })
-            return sd > 1e-12 ? 1 / sd : 0
-        }
-        var best: (person: Int, distance: Double)?
-        for item in training {
-            var d = 0.0
-            for k in 0..<width {
-                let diff = (item.features[k] - query[k]) * scale[k]
-                d += diff * diff
+    /// A 1-nearest-neighbour classifier: the person of the nearest training segment (Euclidean
+    /// distance on features standardised with the training set's per-dimension deviation;
+    /// dimensions constant over the training set are left out). Ties go to the earliest training
+    /// segment.
+    struct NearestNeighbour {
+        let training: [(person: Int, features: [Double])]
+        /// Per dimension, 1 / the training set's deviation (0 where it is constant). Standardising
+        /// is a per-dimension scale; the centring would cancel in the difference.
+        let scale: [Double]
+
+        init(_ training: [(person: Int, features: [Double])]) {
+            self.training = training
+            let width = training.first?.features.count ?? 0
+            scale = (0..<width).map { k in
+                let sd = ReidentificationTests.standardDeviation(training.map { $0.features[k] })
+                return sd > 1e-12 ? 1 / sd : 0
             }
-            if best.map({ d < $0.distance }) ?? true { best = (item.person, d) }
         }
-        return best?.person
+
+        /// The person of `query`'s nearest training segment; nil without training data.
+        func person(nearest query: [Double]) -> Int? {
+            var best: (person: Int, distance: Double)?
+            for item in training {
+                var d = 0.0
+                for k in scale.indices {
+                    let diff = (item.features[k] - query[k]) * scale[k]
+                    d += diff * diff
+                }
+                if best.map({ d < $0.distance }) ?? true { best = (item.person, d) }
+            }
+            return best?.person
+        }
     }
 
     /// Train on each session in turn, test on the others.
@@ -555,10 +565,10 @@ final class ReidentificationTests: XCTestCase {
         var confusions: [Int: [[Int]]] = [:]
         for session in Set(segments.map(\.session)).sorted() {
             var confusion = [[Int]](repeating: [Int](repeating: 0, count: people), count: people)
-            let training = segments.filter { $0.session == session }.map { (person: $0.person, features: features($0)) }
+            let classifier = NearestNeighbour(segments.filter { $0.session == session }.map { (person: $0.person, features: features($0)) })
             let experiment = session / sessionsPerPerson
             for test in segments where test.session != session && test.experiment == experiment {
-                guard let predicted = nearestPerson(features(test), training: training) else { continue }
+                guard let predicted = classifier.person(nearest: features(test)) else { continue }
                 confusion[test.person][predicted] += 1
             }
             confusions[session] = confusion
@@ -601,6 +611,13 @@ final class ReidentificationTests: XCTestCase {
         return distribution
     }
 
+    /// Chance for the default stream of `segments` judged by random matchings: the 95 % bound of
+    /// `permutationNullDistribution`, and the probability of `correct` or more under it.
+    static func matchingChance(_ segments: [Segment], correct: Int) -> (bound: Int, probability: Double) {
+        let null = permutationNullDistribution(crossSessionConfusions(segments, \.stream))
+        return (upperQuantile(null, level: 0.95), null.dropFirst(correct).reduce(0, +))
+    }
+
     /// The smallest k with P(X ≤ k) ≥ `level` under `distribution`.
     static func upperQuantile(_ distribution: [Double], level: Double) -> Int {
         var cumulative = 0.0
@@ -617,7 +634,7 @@ final class ReidentificationTests: XCTestCase {
         var score = Score()
         for i in all.indices {
             let training = all.indices.filter { $0 != i && segments[$0].experiment == segments[i].experiment }.map { all[$0] }
-            guard let predicted = nearestPerson(all[i].features, training: training) else { continue }
+            guard let predicted = NearestNeighbour(training).person(nearest: all[i].features) else { continue }
             score.total += 1
             if predicted == all[i].person { score.correct += 1 }
         }
@@ -628,16 +645,14 @@ final class ReidentificationTests: XCTestCase {
     /// k correct out of `trials` would be above chance at that one-sided confidence.
     static func binomialUpperQuantile(trials: Int, probability p: Double, level: Double) -> Int {
         guard trials > 0, p > 0, p < 1 else { return trials }
-        // Log-space probabilities: (1 - p)^n underflows for large n.
+        // Log-space terms: (1 - p)^n underflows for large n.
         var logTerm = Double(trials) * log(1 - p)
-        var cumulative = exp(logTerm)
-        var k = 0
-        while cumulative < level, k < trials {
+        var distribution = [exp(logTerm)]
+        for k in 0..<trials {
             logTerm += log(Double(trials - k)) - log(Double(k + 1)) + log(p) - log(1 - p)
-            k += 1
-            cumulative += exp(logTerm)
+            distribution.append(exp(logTerm))
         }
-        return k
+        return upperQuantile(distribution, level: level)
     }
 
     /// Least-squares slope of `y` on `x`; 0 when `x` is constant.
