@@ -21,11 +21,15 @@ import Foundation
 ///   corners and share one resting level (`cornerBaselinePercentile` of the signed corner
 ///   movement): a neutral face learnt during a smile, which would read every rest as a frown,
 ///   reads 0 again.
-/// - **Blinks** as eyes open or closed: a blink starts when the lids close past half of the
-///   person's usual blink and ends when they open past a third of it; the avatar's lids then move
-///   at one canonical speed.
+/// - **Blinks** as one canonical blink: a blink starts when the lids close past half of the
+///   person's usual blink (at most once per `blinkRefractorySeconds`, and again only once they
+///   have opened past a third of it); the avatar's lids then close, hold and open at one canonical
+///   speed, however long the reading stays closed. Some faces' tracking reads a lid half shut for
+///   seconds at a time; long closures of the eyes are sent as a blink.
 /// - **Onset**: every channel but the jaw is sent only once it has stayed above its dead zone for
 ///   `onsetSeconds`; on some faces the tracker makes the smile or brows twitch with each syllable.
+///   Frowns, puckers and funnels, which some faces' tracking reads now and then on its own, and
+///   looks away wait `sustainedOnsetSeconds`.
 /// - **Head pose and gaze** through a median of the last `medianFrames` frames (the spikes that
 ///   some faces' tracking shows drop out), as departures from their usual value (the median of
 ///   the last `poseBaselineSeconds`: a face that sits turned reads frontal), with dead zones:
@@ -38,9 +42,11 @@ import Foundation
 /// At rest everything is 0, so two people at rest send the same frame.
 ///
 /// What it costs: winks and one-sided expressions, absolute intensity (each person's own range is
-/// mapped to the same range), the expressions it drops, about `medianFrames / 2` frames of delay
-/// on head pose and gaze, `onsetSeconds` on the onset of smiles and brows, and a turn held for
-/// more than half of `poseBaselineSeconds` becoming straight ahead. `veil call --full-expression`
+/// mapped to the same range), the expressions it drops, nods and tilts
+/// smaller than `nodDeadZone`, about `medianFrames / 2` frames of delay on head pose and gaze,
+/// `onsetSeconds` on the onset of smiles and brows and `sustainedOnsetSeconds` on frowns, puckers
+/// and looks away, long closures of the eyes (sent as a blink), and a turn
+/// held for more than half of `poseBaselineSeconds` becoming straight ahead. `veil call --full-expression`
 /// turns it off.
 public struct ExpressionPrivacyFilter: Sendable {
     /// One canonical channel: the coefficients it reads (their mean) and writes.
@@ -57,14 +63,31 @@ public struct ExpressionPrivacyFilter: Sendable {
         public var peakFloor: Float
         /// What the person's own peak is sent as.
         public var strength: Float
-        /// Whether the channel is sent only once it has stayed above its dead zone for
-        /// `onsetSeconds` (all but the jaw, which lip sync needs at once).
-        public var waitsForOnset: Bool
-        public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float, waitsForOnset: Bool = true,
-                    cornerUnit: Float? = nil) {
+        /// For the jaw: sent by rank instead of by its peak. A reading's rank among the person's
+        /// readings over `baselineSeconds` (its mid-rank, 0…1) is sent from `rankFloor` up,
+        /// rescaled to 0…1; readings within `deadZone` of `peakFloor` above rest read 0. The same
+        /// syllables then open every face's jaw as often and as wide, however strongly or
+        /// compressively its tracking reads a dropped jaw.
+        public var rankFloor: Float?
+        /// How long the channel must stay above its dead zone before it is sent.
+        public var onset: Onset
+        public init(_ shapes: [BlendShape], initialPeak: Float, peakFloor: Float, strength: Float, onset: Onset = .brief,
+                    rankFloor: Float? = nil, cornerUnit: Float? = nil) {
             self.shapes = shapes; self.initialPeak = initialPeak; self.peakFloor = peakFloor; self.strength = strength
-            self.waitsForOnset = waitsForOnset; self.cornerUnit = cornerUnit
+            self.onset = onset; self.rankFloor = rankFloor; self.cornerUnit = cornerUnit
         }
+    }
+
+    /// How long a movement must last before it is sent.
+    public enum Onset: Sendable {
+        /// At once: the jaw, which lip sync needs.
+        case immediate
+        /// After `onsetSeconds`: smiles and brows, which some faces' tracking twitches with every
+        /// syllable.
+        case brief
+        /// After `sustainedOnsetSeconds`: frowns, puckers and funnels, which the scripted
+        /// performances never contain but some faces' tracking reads now and then.
+        case sustained
     }
 
     /// The estimator's gains, which turn its smile and frown back into corner movement.
@@ -72,14 +95,14 @@ public struct ExpressionPrivacyFilter: Sendable {
 
     /// The channels sent, in the estimator's units.
     public static let channels: [Channel] = [
-        Channel([.jawOpen], initialPeak: 0.3, peakFloor: 0.05, strength: 0.7, waitsForOnset: false),
+        Channel([.jawOpen], initialPeak: 0.3, peakFloor: 0.05, strength: 0.7, onset: .immediate, rankFloor: 0.6),
         Channel([.mouthSmileLeft, .mouthSmileRight], initialPeak: 0.5, peakFloor: 0.1, strength: 0.8,
                 cornerUnit: estimatorGains.smile),
         Channel([.browInnerUp, .browOuterUpLeft, .browOuterUpRight], initialPeak: 0.3, peakFloor: 0.05, strength: 0.8),
-        Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6,
+        Channel([.mouthFrownLeft, .mouthFrownRight], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6, onset: .sustained,
                 cornerUnit: -estimatorGains.frown),
-        Channel([.mouthPucker], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
-        Channel([.mouthFunnel], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6),
+        Channel([.mouthPucker], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6, onset: .sustained),
+        Channel([.mouthFunnel], initialPeak: 0.5, peakFloor: 0.3, strength: 0.6, onset: .sustained),
     ]
 
     /// Seconds of history the resting level of each channel is taken from.
@@ -94,14 +117,17 @@ public struct ExpressionPrivacyFilter: Sendable {
     public var peakSeconds: Double = 10
     /// Fraction of the peak below which a channel reads 0; the rest is rescaled to reach 1.
     public var deadZone: Float = 0.3
-    /// Seconds a channel other than the jaw must stay above its dead zone before it is sent.
+    /// Seconds a `.brief` channel must stay above its dead zone before it is sent.
     public var onsetSeconds: Double = 0.16
+    /// Seconds a `.sustained` channel, or gaze, must stay beyond its dead zone before it is sent.
+    public var sustainedOnsetSeconds: Double = 0.33
     /// Frames in the median taken of head pose and gaze.
     public var medianFrames = 7
     /// Degrees taken off the magnitude of yaw.
     public var yawDeadZone: Float = 1
-    /// Degrees taken off the magnitude of pitch and roll.
-    public var nodDeadZone: Float = 4
+    /// Degrees taken off the magnitude of pitch and roll. A nod or tilt of the head is sent once it
+    /// passes this; smaller ones are how several faces' tracking wanders.
+    public var nodDeadZone: Float = 8
     /// Taken off each gaze axis before rescaling to ±1.
     public var gazeDeadZone: Float = 0.4
     /// Seconds of history whose median is taken as the usual head pose and gaze, sent as 0.
@@ -117,10 +143,14 @@ public struct ExpressionPrivacyFilter: Sendable {
     public var blinkPeakFloor: Float = 0.12
     /// Time constant (s) with which the blink peak is forgotten.
     public var blinkPeakSeconds: Double = 30
-    /// Seconds the avatar's lids take to close, and to open.
-    public var lidCloseSeconds: Float = 0.07
+    /// Seconds the avatar's lids take to close, stay shut and open in a blink.
+    public var lidCloseSeconds: Double = 0.07
     /// See `lidCloseSeconds`.
-    public var lidOpenSeconds: Float = 0.12
+    public var lidHoldSeconds: Double = 0.05
+    /// See `lidCloseSeconds`.
+    public var lidOpenSeconds: Double = 0.12
+    /// The shortest time from one blink's start to the next's.
+    public var blinkRefractorySeconds: Double = 0.3
 
     private var history: [SlidingPercentile] = []
     /// The signed mouth-corner movement over `baselineSeconds`.
@@ -131,8 +161,12 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// Yaw, pitch, roll, gaze x and gaze y over `poseBaselineSeconds`.
     private var poseHistory: [SlidingPercentile] = []
     private var blinkPeak: Float = 0
-    private var eyesClosed = false
-    private var lids: Float = 0
+    /// Since when gaze has been beyond its dead zone.
+    private var gazeSince: Double?
+    /// When the last blink started.
+    private var blinkStart: Double?
+    /// Whether the lids have opened since, so that a new blink may start.
+    private var blinkArmed = true
     private var recentPoses: [[Float]] = []
     private var lastTime: Double?
 
@@ -145,10 +179,11 @@ public struct ExpressionPrivacyFilter: Sendable {
         cornerHistory = SlidingPercentile(seconds: baselineSeconds)
         peaks = Self.channels.map(\.initialPeak)
         activeSince = Self.channels.map { _ in nil }
+        gazeSince = nil
         poseHistory = (0..<5).map { _ in SlidingPercentile(seconds: poseBaselineSeconds) }
         blinkPeak = initialBlinkPeak
-        eyesClosed = false
-        lids = 0
+        blinkStart = nil
+        blinkArmed = true
         recentPoses = []
         lastTime = nil
     }
@@ -160,33 +195,41 @@ public struct ExpressionPrivacyFilter: Sendable {
         var out = Expression()
         let corners = cornerMovement(e, at: timeSeconds)
         for (k, channel) in Self.channels.enumerated() {
-            let level: Float
+            var sent: Float
             if let unit = channel.cornerUnit {
-                level = max((corners.movement - corners.resting) / unit, 0)
+                sent = intensity(k, channel, level: max((corners.movement - corners.resting) / unit, 0), dt: dt)
             } else {
                 let reading = channel.shapes.reduce(0) { $0 + e[$1] } / Float(channel.shapes.count)
-                level = max(reading - resting(k, reading, at: timeSeconds), 0)
+                let level = max(reading - resting(k, reading, at: timeSeconds), 0)
+                if let rankFloor = channel.rankFloor {
+                    sent = intensity(k, rankOf: reading, from: rankFloor, level: level, floor: deadZone * channel.peakFloor)
+                } else {
+                    sent = intensity(k, channel, level: level, dt: dt)
+                }
             }
-            peaks[k] = max(level, peaks[k] * Float(exp(-dt / peakSeconds)))
-            let fraction = level / max(peaks[k], channel.peakFloor)
-            var sent = min(max(fraction - deadZone, 0) / (1 - deadZone), 1) * channel.strength
+            sent *= channel.strength
             if sent > 0 { activeSince[k] = activeSince[k] ?? timeSeconds } else { activeSince[k] = nil }
-            if channel.waitsForOnset, let since = activeSince[k], timeSeconds - since < onsetSeconds { sent = 0 }
+            if let since = activeSince[k], timeSeconds - since < onsetSeconds(channel.onset) { sent = 0 }
             for shape in channel.shapes { out[shape] = sent }
         }
         let smile = out[.mouthSmileLeft]
         out[.mouthDimpleLeft] = smile * 0.3; out[.mouthDimpleRight] = smile * 0.3
         out[.cheekSquintLeft] = max(smile - 0.2, 0) * 0.8; out[.cheekSquintRight] = out[.cheekSquintLeft]
-        let lids = blink((e[.eyeBlinkLeft] + e[.eyeBlinkRight]) / 2, dt: dt)
+        let lids = blink((e[.eyeBlinkLeft] + e[.eyeBlinkRight]) / 2, dt: dt, at: timeSeconds)
         out[.eyeBlinkLeft] = lids; out[.eyeBlinkRight] = lids
 
         let p = median(of: [e.headPose.yaw, e.headPose.pitch, e.headPose.roll, e.gaze?.x ?? .nan, e.gaze?.y ?? .nan])
-        out.headPose = HeadPose(yaw: fromUsual(0, p[0], yawDeadZone, at: timeSeconds), pitch: fromUsual(1, p[1], nodDeadZone, at: timeSeconds),
+        out.headPose = HeadPose(yaw: fromUsual(0, p[0], yawDeadZone, at: timeSeconds),
+                                pitch: fromUsual(1, p[1], nodDeadZone, at: timeSeconds),
                                 roll: fromUsual(2, p[2], nodDeadZone, at: timeSeconds))
         if e.gaze != nil, p[3].isFinite, p[4].isFinite {
             let scale = 1 / max(1 - gazeDeadZone, 1e-3)
-            let g = Gaze(x: clamp(fromUsual(3, p[3], gazeDeadZone, spread: false, at: timeSeconds) * scale, -1, 1),
+            var g = Gaze(x: clamp(fromUsual(3, p[3], gazeDeadZone, spread: false, at: timeSeconds) * scale, -1, 1),
                          y: clamp(fromUsual(4, p[4], gazeDeadZone, spread: false, at: timeSeconds) * scale, -1, 1))
+            // A look away is sent once it has lasted `sustainedOnsetSeconds`: on some faces the
+            // tracked pupils drift while the head turns.
+            if g.x != 0 || g.y != 0 { gazeSince = gazeSince ?? timeSeconds } else { gazeSince = nil }
+            if let since = gazeSince, timeSeconds - since < sustainedOnsetSeconds { g = Gaze(x: 0, y: 0) }
             out.gaze = g
             out[.eyeLookOutLeft] = max(g.x, 0); out[.eyeLookInLeft] = max(-g.x, 0)
             out[.eyeLookInRight] = max(g.x, 0); out[.eyeLookOutRight] = max(-g.x, 0)
@@ -194,6 +237,34 @@ public struct ExpressionPrivacyFilter: Sendable {
             out[.eyeLookDownLeft] = max(-g.y, 0); out[.eyeLookDownRight] = max(-g.y, 0)
         }
         return out
+    }
+
+    /// Channel `k`'s intensity (0…1) for `level` above rest: the fraction of its running peak,
+    /// less the dead zone.
+    private mutating func intensity(_ k: Int, _ channel: Channel, level: Float, dt: Double) -> Float {
+        peaks[k] = max(level, peaks[k] * Float(exp(-dt / peakSeconds)))
+        let fraction = level / max(peaks[k], channel.peakFloor)
+        return min(max(fraction - deadZone, 0) / (1 - deadZone), 1)
+    }
+
+    /// Channel `k`'s intensity (0…1) by rank: `reading`'s mid-rank among the channel's readings
+    /// over `baselineSeconds`, from `rankFloor` up, rescaled to 0…1; 0 while `level` (above rest)
+    /// is within `floor` or fewer than `rankMinimumCount` readings are known.
+    private func intensity(_ k: Int, rankOf reading: Float, from rankFloor: Float, level: Float, floor: Float) -> Float {
+        guard level > floor, history[k].count >= Self.rankMinimumCount, let rank = history[k].fraction(below: reading) else { return 0 }
+        return min(max((Float(rank) - rankFloor) / max(1 - rankFloor, 1e-6), 0), 1)
+    }
+
+    /// Readings a channel sent by rank needs before it is sent (a third of a second).
+    static let rankMinimumCount = 10
+
+    /// Seconds a channel with `onset` must stay above its dead zone before it is sent.
+    private func onsetSeconds(_ onset: Onset) -> Double {
+        switch onset {
+        case .immediate: return 0
+        case .brief: return onsetSeconds
+        case .sustained: return sustainedOnsetSeconds
+        }
     }
 
     /// The resting level of channel `k`: the `baselinePercentile` of its readings over the last
@@ -214,14 +285,24 @@ public struct ExpressionPrivacyFilter: Sendable {
         return (movement, cornerHistory.value(at: cornerBaselinePercentile) ?? movement)
     }
 
-    /// Eyes open or closed from the blink reading, as the avatar's lids (0 open … 1 shut).
-    private mutating func blink(_ reading: Float, dt: Double) -> Float {
+    /// The fractions of the person's usual blink past which the lids read closed, and open again.
+    static let blinkCloses: Float = 0.5, blinkOpens: Float = 0.35
+
+    /// The avatar's lids (0 open … 1 shut) from the blink reading.
+    private mutating func blink(_ reading: Float, dt: Double, at time: Double) -> Float {
         blinkPeak = max(reading, blinkPeak * Float(exp(-dt / blinkPeakSeconds)))
         let fraction = reading / max(blinkPeak, blinkPeakFloor)
-        if eyesClosed, fraction < 0.35 { eyesClosed = false } else if !eyesClosed, fraction > 0.5 { eyesClosed = true }
-        let step = Float(dt) / (eyesClosed ? lidCloseSeconds : lidOpenSeconds)
-        lids = eyesClosed ? min(lids + step, 1) : max(lids - step, 0)
-        return lids
+        if blinkArmed, fraction > Self.blinkCloses, blinkStart.map({ time - $0 >= blinkRefractorySeconds }) ?? true {
+            blinkStart = time
+            blinkArmed = false
+        } else if !blinkArmed, fraction < Self.blinkOpens {
+            blinkArmed = true
+        }
+        guard let start = blinkStart else { return 0 }
+        let age = time - start
+        if age < lidCloseSeconds { return Float(age / lidCloseSeconds) }
+        if age < lidCloseSeconds + lidHoldSeconds { return 1 }
+        return Float(max(1 - (age - lidCloseSeconds - lidHoldSeconds) / lidOpenSeconds, 0))
     }
 
     /// Per component, the median of the last `medianFrames` values (NaN where any is missing).

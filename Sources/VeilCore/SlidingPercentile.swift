@@ -35,6 +35,14 @@ struct SlidingPercentile: Sendable {
         sorted.isEmpty ? nil : sorted[rank(at: fraction)]
     }
 
+    /// The share of the window below `value`, values equal to it counting half (its mid-rank,
+    /// 0…1); nil when the window is empty.
+    func fraction(below value: Float) -> Double? {
+        guard !sorted.isEmpty else { return nil }
+        let below = firstIndex(notBelow: value), notAbove = firstIndex(above: value)
+        return (Double(below) + Double(notAbove - below) / 2) / Double(sorted.count)
+    }
+
     /// The median absolute deviation of the window from its median (both nearest rank): how far
     /// values typically stray, unmoved by the few that stray far. Walks outward from the median
     /// through the sorted values, so it costs half a window and no sort. Nil when the window is
@@ -61,6 +69,16 @@ struct SlidingPercentile: Sendable {
     /// Forgets every value.
     mutating func removeAll() {
         arrivals = []; expired = 0; sorted = []
+    }
+
+    /// The first position whose value is above `value`.
+    private func firstIndex(above value: Float) -> Int {
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] <= value { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     /// The first position whose value is not below `value`.

@@ -29,6 +29,64 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
         XCTAssertEqual(last[.mouthSmileLeft], last[.mouthSmileRight])
     }
 
+    func testTheJawReadsAlikeWhateverTheShapeOfItsResponse() {
+        // The same syllables, read compressively on one face (a half-open jaw already reads 0.7 of
+        // its widest) and expansively on another (0.25): the jaw is sent by rank, so both send the
+        // same openings.
+        func jaw(_ response: (Float) -> Float) -> [Float] {
+            var filter = ExpressionPrivacyFilter()
+            return run(&filter, seconds: 20) { t in
+                var e = VeilCore.Expression()
+                e[.jawOpen] = response(Float(abs(sin(t * 7) * sin(t * 1.3))))
+                return e
+            }.map { $0[.jawOpen] }
+        }
+        let compressive = jaw { 0.6 * $0.squareRoot() }, expansive = jaw { 0.3 * $0 * $0 }
+        let lastTen = (30 * 10)..<(30 * 20)
+        for n in lastTen { XCTAssertEqual(compressive[n], expansive[n], accuracy: 0.02, "frame \(n)") }
+        // Peak-normalised, the compressive face's half-open jaw would read twice as wide.
+        XCTAssertEqual(lastTen.map { compressive[$0] }.max()!, 0.7, accuracy: 0.01)
+        XCTAssertEqual(lastTen.map { compressive[$0] }.min()!, 0, "the mouth still closes")
+    }
+
+    func testALongClosureOfTheLidsIsOneCanonicalBlink() {
+        // One face's tracking reads its left lid half shut for 2 s at a time: the avatar blinks
+        // once (closing, holding and opening in `lidCloseSeconds + lidHoldSeconds +
+        // lidOpenSeconds`), and blinks again only after the lids have read open.
+        var filter = ExpressionPrivacyFilter()
+        let outs = run(&filter, seconds: 8) { t in
+            var e = VeilCore.Expression()
+            e[.eyeBlinkLeft] = (t > 2 && t < 4) || (t > 6 && t < 8) ? 0.5 : 0
+            return e
+        }.map { $0[.eyeBlinkLeft] }
+        XCTAssertEqual(outs[30 * 2 + 4], 1, "shut at the start of the closure")
+        for n in (30 * 2 + 9)..<(30 * 6) { XCTAssertEqual(outs[n], 0, "open again from 0.3 s into the closure (frame \(n))") }
+        XCTAssertEqual(outs[30 * 6 + 4], 1, "the next closure is a blink again")
+    }
+
+    func testBriefFrownsPuckersAndGlancesAreNotSentButHeldOnesAre() {
+        // Some faces' tracking reads a frown, a pucker or a glance for a few frames now and then;
+        // the performances never hold one. A 0.2 s twitch at 3 s is not sent; a 1 s one at 5 s is,
+        // `sustainedOnsetSeconds` late.
+        var filter = ExpressionPrivacyFilter()
+        let outs = run(&filter, seconds: 7) { t in
+            let on: Float = (t >= 3 && t < 3.2) || (t >= 5 && t < 6) ? 1 : 0
+            var e = VeilCore.Expression(gaze: Gaze(x: 0.8 * on, y: 0))
+            e[.mouthPucker] = 0.6 * on
+            e[.mouthFrownLeft] = 0.8 * on; e[.mouthFrownRight] = e[.mouthFrownLeft]
+            return e
+        }
+        for out in outs[0..<(30 * 5 + 9)] {
+            XCTAssertEqual(out[.mouthPucker], 0)
+            XCTAssertEqual(out[.mouthFrownLeft], 0)
+            XCTAssertEqual(out.gaze?.x ?? 0, 0)
+        }
+        let held = outs[30 * 5 + 20]
+        XCTAssertGreaterThan(held[.mouthPucker], 0.3)
+        XCTAssertGreaterThan(held[.mouthFrownLeft], 0.3)
+        XCTAssertGreaterThan(held.gaze?.x ?? 0, 0.3)
+    }
+
     func testTwoFacesWithDifferentGainsReadAlike() {
         // The same jaw movement, read 3× more strongly on one face than on the other.
         func lastSecond(_ gain: Float) -> [Float] {
@@ -121,7 +179,7 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
         }
         let held = outs.last!
         XCTAssertEqual(held.headPose.yaw, 9, accuracy: 1e-4)
-        XCTAssertEqual(held.headPose.pitch, 6, accuracy: 1e-4)
+        XCTAssertEqual(held.headPose.pitch, 2, accuracy: 1e-4, "a nod less `nodDeadZone`")
         XCTAssertEqual(held.gaze?.x ?? 0, 0.5, accuracy: 1e-4)
         XCTAssertEqual(held[.eyeLookOutLeft], 0.5, accuracy: 1e-4)
     }

@@ -28,10 +28,14 @@ import VeilSynth
 /// other session of the same experiment, both ways round. Testing on another session is what an adversary holding an
 /// earlier recording of a person would do; it also keeps artefacts of one session's calibration
 /// (which link segments of the same call together, not to a person) from counting as identity.
-/// Leave-one-segment-out within each experiment is reported beside it for comparison.
+/// Leave-one-segment-out within each experiment is reported beside it for comparison. A stronger
+/// adversary is reported too: `LogisticRegressionAdversary`, trained on the first session of
+/// every person in all runs at once and tested on the second sessions, and the other way round.
 ///
 /// Everything is seeded: the run is deterministic, so the statistical bound below is checked
-/// against one fixed sample, not re-drawn on every run.
+/// against one fixed sample, not re-drawn on every run. With VEIL_REID_SEED_OFFSET=N the runs are
+/// drawn as runs N, N + 1, … would be: other samples of the same experiment (docs/privacy.md has
+/// the figures of two; the guards below hold for the default sample).
 final class ReidentificationTests: XCTestCase {
     /// Photos in Veil's cache, one person each.
     static let photos = ["astronaut.png", "takeo.ppm", "breakingbad.jpg", "einstein.jpg", "lenna.png"]
@@ -103,6 +107,8 @@ final class ReidentificationTests: XCTestCase {
         let fullExpression = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: chance, level: 0.95)
         let matching = Self.matchingChance(segments, correct: stream.correct)
+        let pooled = Self.pooledSessionChance(segments, \.stream)
+        let pooledFull = Self.pooledSessionChance(segments, \.fullExpressionStream)
         let streamLOO = Self.leaveOneOutAccuracy(segments, \.stream)
         let landmarkLOO = Self.leaveOneOutAccuracy(segments, \.landmarks)
 
@@ -115,6 +121,11 @@ final class ReidentificationTests: XCTestCase {
               + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", matching.probability))")
         print("    raw landmarks: \(landmarks.correct)/\(landmarks.total) = \(Self.percent(landmarks.accuracy))")
         print("    Veil stream without the privacy filter (--full-expression): \(fullExpression.correct)/\(fullExpression.total) = \(Self.percent(fullExpression.accuracy))")
+        print("  a stronger adversary: logistic regression trained on the first session of every person in all \(Self.experiments) runs at once, tested on the second sessions, and the other way round, \(pooled.score.total) predictions:")
+        print("    Veil stream:   \(pooled.score.correct)/\(pooled.score.total) = \(Self.percent(pooled.score.accuracy))"
+              + " (95 % bound under random matchings of each test session's people: ≤ \(pooled.bound) correct = \(Self.percent(Double(pooled.bound) / Double(pooled.score.total)));"
+              + " P(≥ \(pooled.score.correct) by chance) = \(String(format: "%.4f", pooled.probability)))")
+        print("    Veil stream without the privacy filter (--full-expression): \(pooledFull.score.correct)/\(pooledFull.score.total) = \(Self.percent(pooledFull.score.accuracy))")
         print("  leave one segment out, \(streamLOO.total) predictions (same-session neighbours allowed):")
         print("    Veil stream:   \(streamLOO.correct)/\(streamLOO.total) = \(Self.percent(streamLOO.accuracy))")
         print("    raw landmarks: \(landmarkLOO.correct)/\(landmarkLOO.total) = \(Self.percent(landmarkLOO.accuracy))")
@@ -144,19 +155,21 @@ final class ReidentificationTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(people, 4, "the experiment needs at least four people")
         // The claim is no better than chance: `stream.correct` within the 95 % bound of random
         // matchings (`permutationNullDistribution`; the binomial bound, which treats every
-        // prediction as independent, is a little stricter). Not reached: the last run gave
-        // 267 / 1080 (24.7 %) against bounds of 247 (22.9 %) and 238 (22.0 %), P = 0.004 under
-        // random matchings; without the privacy filter
-        // 70.5 %; the previous release 26.8 % on the same nine runs. The first three runs alone
-        // gave 22.5 % (within their bound of 85 / 360), the next two sets of three 22.2 and
-        // 29.4 %: three runs are not enough to claim chance. What is left is spread thinly (no channel alone above 23 %):
-        // faces whose mouth, blinks and head pose the landmark model reads with different
-        // strength and cross-talk (docs/privacy.md). The estimator on the synthesiser's exact
-        // mesh, without the tracker, gives 22.9 % filtered.
-        // Until that is closed this guards the measured state.
+        // prediction as independent, is a little stricter), and the same for the stronger
+        // adversary. Not reached on this sample: the last run gave 251 / 1080 (23.2 %) against a
+        // bound of 245, P = 0.027, and the stronger adversary 263 (24.4 %) against 242; the
+        // previous release 24.7 %. Other samples of nine runs (VEIL_REID_SEED_OFFSET) differ by
+        // several points: runs 9–17 are within chance for both adversaries (21.3 and 21.9 %), runs
+        // 18–26 are not (25.2 and 28.0 %). Without the privacy filter 70.5 % and 91.3 %. What is
+        // left is spread thinly (no channel alone above 22.5 % to either adversary): faces whose
+        // mouth, blinks and head pose the landmark model reads with different strength and
+        // cross-talk (docs/privacy.md). Until that is closed this guards the measured state.
+        XCTAssertLessThanOrEqual(pooled.score.accuracy, 0.26,
+                                 "the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 24.4 %)")
+        XCTAssertGreaterThan(pooledFull.score.accuracy, pooled.score.accuracy + 0.5, "the privacy filter no longer stops the stronger adversary")
         XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.5, "the stream identifies people almost as well as raw landmarks")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.26,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 24.7 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.245,
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 23.2 %; chance \(Self.percent(chance)), bound \(bound) correct)")
         XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.3, "the privacy filter no longer lowers re-identification much")
         XCTAssertLessThan(exactFiltered.accuracy, exact.accuracy, "on the exact mesh, the privacy filter no longer lowers re-identification")
     }
@@ -164,9 +177,11 @@ final class ReidentificationTests: XCTestCase {
     /// The same experiment with every face presented at one size (180 pixels wide in 640×480,
     /// about a face at arm's length from a laptop camera): how much of what identifies people in
     /// the main experiment comes from their faces' very different sizes there (46–197 pixels).
-    /// The last run: 288 / 1080 (26.7 %; bounds 250 under random matchings and 238 binomial, P =
-    /// 0.0003: above chance); without the privacy filter 70.4 %; the previous release 29.8 % on the
-    /// same nine runs.
+    /// The last run: 272 / 1080 (25.2 %; bounds 246 under random matchings and 238 binomial, P =
+    /// 0.001: above chance), the stronger adversary 329 (30.5 %); without the privacy filter
+    /// 70.4 %; the previous release 26.7 % on the same nine runs. This is where the stream still
+    /// carries the most: the stronger adversary names the person 30–33 % of the time on all three
+    /// samples measured (docs/privacy.md).
     func testFacesOfOneSize() throws {
         if Self.cachedSameSizeSegments == nil { Self.cachedSameSizeSegments = try Self.segments(faceWidth: 180) }
         let segments = Self.cachedSameSizeSegments!
@@ -175,12 +190,17 @@ final class ReidentificationTests: XCTestCase {
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: 0.2, level: 0.95)
         let matching = Self.matchingChance(segments, correct: stream.correct)
+        let pooled = Self.pooledSessionChance(segments, \.stream)
         print("re-identification, every face 180 px wide: Veil stream \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
               + " (binomial bound \(bound), matching bound \(matching.bound),"
               + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", matching.probability))); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
+        print("  the stronger adversary (logistic regression on all runs' first sessions, tested on the second, and back): \(pooled.score.correct)/\(pooled.score.total) = \(Self.percent(pooled.score.accuracy))"
+              + " (bound \(pooled.bound), P = \(String(format: "%.4f", pooled.probability)))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.28, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 26.7 %)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.265, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 25.2 %)")
+        XCTAssertLessThanOrEqual(pooled.score.accuracy, 0.32,
+                                 "at one size the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 30.5 %)")
     }
 
     /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
@@ -250,6 +270,22 @@ final class ReidentificationTests: XCTestCase {
         let two = Self.permutationNullDistribution([0: perfect, 1: perfect, 2: perfect, 3: perfect])
         XCTAssertEqual(two.enumerated().reduce(0) { $0 + Double($1.offset) * $1.element }, 8, accuracy: 1e-9)
         XCTAssertEqual(two[40], 1.0 / 14_400, accuracy: 1e-15)
+        // Test sessions matched independently: one session right for all its ten predictions has
+        // correct = 2 × fixed points, so 44, 45, 20, 10, 0, 1 of 120 at 0, 2, …, 10.
+        let single = Self.independentMatchingNullDistribution([perfect])
+        XCTAssertEqual(single.count, 11)
+        XCTAssertEqual(single[2], 45.0 / 120, accuracy: 1e-12)
+        XCTAssertEqual(single[10], 1.0 / 120, accuracy: 1e-12)
+        XCTAssertEqual(Self.independentMatchingNullDistribution([perfect, perfect])[20], 1.0 / 14_400, accuracy: 1e-15)
+        // The pooled adversary: perfect on separated clusters, at chance on identical features
+        // (everything is one person, right for half the segments, and nothing beyond its bound).
+        let pooled = Self.pooledSessionChance(separated, \.stream)
+        XCTAssertEqual(pooled.score.accuracy, 1)
+        XCTAssertEqual(pooled.score.total, 20)
+        let blind = Self.pooledSessionChance(identical, \.stream)
+        XCTAssertEqual(blind.score.accuracy, 0.5)
+        XCTAssertLessThanOrEqual(blind.score.correct, blind.bound)
+        XCTAssertEqual(blind.probability, 1, accuracy: 1e-12, "a blind guess is right for one person in every matching")
     }
 
     // MARK: - Building the data set
@@ -262,6 +298,9 @@ final class ReidentificationTests: XCTestCase {
     }
 
     nonisolated(unsafe) static var cachedSameSizeSegments: [Segment]?
+
+    /// Added to each run's number in its seeds: VEIL_REID_SEED_OFFSET, or 0.
+    static var seedOffset: Int { max(Int(ProcessInfo.processInfo.environment["VEIL_REID_SEED_OFFSET"] ?? "") ?? 0, 0) }
 
     /// Every segment of every session of every person. With `faceWidth`, each photo is first
     /// cropped around its face so that the face is that many pixels wide in the 640×480 frame, as
@@ -295,7 +334,7 @@ final class ReidentificationTests: XCTestCase {
             let synth = try TalkingFaceSynthesizer(photo: image, mesh: mesh, topology: topology)
             for experiment in 0..<experiments {
                 for session in 0..<sessionsPerPerson {
-                    let seed = 0x5EED_0000 &+ UInt64(experiment) &* 100_000 &+ UInt64(person) &* 1000 &+ UInt64(session)
+                    let seed = 0x5EED_0000 &+ UInt64(experiment + seedOffset) &* 100_000 &+ UInt64(person) &* 1000 &+ UInt64(session)
                     let script = try performance(seed: seed, segments: segmentsPerSession)
                     segments += try record(synth, script: script, tracker: tracker, topology: topology, person: person,
                                            session: experiment * sessionsPerPerson + session)
@@ -542,6 +581,97 @@ final class ReidentificationTests: XCTestCase {
         }
     }
 
+    /// A stronger adversary than the nearest neighbour: multinomial logistic regression (softmax
+    /// on features standardised with the training set's mean and deviation, an L2 penalty of
+    /// `penalty` per training segment on the weights), fitted by accelerated gradient descent. It is
+    /// trained on many recordings of every person at once and learns what they share, where the
+    /// nearest neighbour matches single segments.
+    struct LogisticRegressionAdversary {
+        let mean: [Double], scale: [Double]
+        /// Per person, a weight per feature and a bias (last).
+        private(set) var weights: [[Double]]
+
+        init(_ training: [(person: Int, features: [Double])], people: Int, penalty: Double = 10, iterations: Int = 600) {
+            let width = training.first?.features.count ?? 0
+            let mean = (0..<width).map { k in ReidentificationTests.mean(training.map { $0.features[k] }) }
+            let scale = (0..<width).map { k in
+                let sd = ReidentificationTests.standardDeviation(training.map { $0.features[k] })
+                return sd > 1e-12 ? 1 / sd : 0
+            }
+            self.mean = mean; self.scale = scale
+            let rows = training.map { item in Self.standardised(item.features, mean, scale) + [1] }
+            let n = Double(max(rows.count, 1)), lambda = penalty / n
+            // The gradient of the mean loss is Lipschitz with at most half the mean squared norm of a row.
+            let step = 1 / (0.5 * rows.reduce(0) { $0 + $1.reduce(0) { $0 + $1 * $1 } } / n + lambda)
+            var w = [[Double]](repeating: [Double](repeating: 0, count: width + 1), count: people)
+            var previous = w
+            for iteration in 0..<iterations {
+                // Nesterov's look-ahead point.
+                let momentum = Double(iteration) / Double(iteration + 3)
+                let ahead = w.indices.map { c in w[c].indices.map { k in w[c][k] + momentum * (w[c][k] - previous[c][k]) } }
+                var gradient = ahead.map { $0.map { lambda * $0 } }
+                gradient = gradient.map { row in var r = row; r[width] = 0; return r }  // the bias is not penalised
+                for (row, item) in zip(rows, training) {
+                    let p = Self.probabilities(row, ahead)
+                    for c in 0..<people {
+                        let error = (p[c] - (c == item.person ? 1 : 0)) / n
+                        for k in row.indices { gradient[c][k] += error * row[k] }
+                    }
+                }
+                previous = w
+                w = ahead.indices.map { c in ahead[c].indices.map { k in ahead[c][k] - step * gradient[c][k] } }
+            }
+            weights = w
+        }
+
+        /// The most probable person for `features`.
+        func person(of features: [Double]) -> Int {
+            let p = Self.probabilities(Self.standardised(features, mean, scale) + [1], weights)
+            return p.indices.max { p[$0] < p[$1] } ?? 0
+        }
+
+        static func standardised(_ x: [Double], _ mean: [Double], _ scale: [Double]) -> [Double] {
+            x.indices.map { (x[$0] - mean[$0]) * scale[$0] }
+        }
+
+        static func probabilities(_ row: [Double], _ weights: [[Double]]) -> [Double] {
+            let logits = weights.map { w in zip(w, row).reduce(0) { $0 + $1.0 * $1.1 } }
+            let top = logits.max() ?? 0
+            let e = logits.map { exp($0 - top) }
+            let sum = e.reduce(0, +)
+            return e.map { $0 / sum }
+        }
+    }
+
+    /// `LogisticRegressionAdversary` trained on the first session of every person in every run
+    /// and tested on the second sessions, then the other way round. Returns, per test session,
+    /// counts of (true person, predicted person).
+    static func pooledSessionConfusions(_ segments: [Segment], _ features: (Segment) -> [Double]) -> [Int: [[Int]]] {
+        let people = (segments.map(\.person).max() ?? -1) + 1
+        var confusions: [Int: [[Int]]] = [:]
+        for trainingHalf in 0..<sessionsPerPerson {
+            let training = segments.filter { $0.session % sessionsPerPerson == trainingHalf }
+            let adversary = LogisticRegressionAdversary(training.map { (person: $0.person, features: features($0)) }, people: people)
+            for test in segments where test.session % sessionsPerPerson != trainingHalf {
+                let predicted = adversary.person(of: features(test))
+                confusions[test.session, default: [[Int]](repeating: [Int](repeating: 0, count: people), count: people)][test.person][predicted] += 1
+            }
+        }
+        return confusions
+    }
+
+    /// The pooled adversary's score, its 95 % bound under random matchings of each test session's
+    /// people, and the probability of its score or more under them.
+    static func pooledSessionChance(_ segments: [Segment], _ features: (Segment) -> [Double]) -> (score: Score, bound: Int, probability: Double) {
+        let confusions = pooledSessionConfusions(segments, features).sorted { $0.key < $1.key }.map(\.value)
+        var score = Score()
+        for confusion in confusions {
+            for row in confusion.indices { score.correct += confusion[row][row]; score.total += confusion[row].reduce(0, +) }
+        }
+        let null = independentMatchingNullDistribution(confusions)
+        return (score, upperQuantile(null, level: 0.95), null.dropFirst(score.correct).reduce(0, +))
+    }
+
     /// Train on each session in turn, test on the others.
     static func crossSessionAccuracy(_ segments: [Segment], _ features: (Segment) -> [Double]) -> Score {
         crossSessionConfusion(segments, features).enumerated().reduce(into: Score()) { score, row in
@@ -586,10 +716,6 @@ final class ReidentificationTests: XCTestCase {
     /// Returns P(correct = k) for k = 0, 1, ….
     static func permutationNullDistribution(_ confusions: [Int: [[Int]]]) -> [Double] {
         precondition(sessionsPerPerson == 2, "the matching is between two sessions")
-        func permutations(_ n: Int) -> [[Int]] {
-            guard n > 0 else { return [[]] }
-            return permutations(n - 1).flatMap { p in (0...p.count).map { i in var q = p; q.insert(n - 1, at: i); return q } }
-        }
         var distribution = [1.0]
         for experiment in Set(confusions.keys.map { $0 / 2 }).sorted() {
             // a → b: the matrix of training session a, tested on b (rows: b's people); and back.
@@ -602,13 +728,43 @@ final class ReidentificationTests: XCTestCase {
                 if correct >= counts.count { counts += [Int](repeating: 0, count: correct - counts.count + 1) }
                 counts[correct] += 1
             }
-            var next = [Double](repeating: 0, count: distribution.count + counts.count - 1)
-            for (i, p) in distribution.enumerated() where p > 0 {
-                for (j, c) in counts.enumerated() where c > 0 { next[i + j] += p * Double(c) / Double(matchings.count) }
-            }
-            distribution = next
+            distribution = convolve(distribution, counts, of: matchings.count)
         }
         return distribution
+    }
+
+    /// The distribution of the number of correct predictions of `LogisticRegressionAdversary` if
+    /// the stream said nothing about who is who: each test session's people are then matched to
+    /// the adversary's people at random, independently of the other sessions (each was recorded
+    /// and tested on its own). `confusions`: per test session, counts of (true person, predicted).
+    static func independentMatchingNullDistribution(_ confusions: [[[Int]]]) -> [Double] {
+        var distribution = [1.0]
+        for confusion in confusions {
+            let matchings = permutations(confusion.count)
+            var counts: [Int] = []
+            for match in matchings {
+                let correct = confusion.indices.reduce(0) { $0 + confusion[$1][match[$1]] }
+                if correct >= counts.count { counts += [Int](repeating: 0, count: correct - counts.count + 1) }
+                counts[correct] += 1
+            }
+            distribution = convolve(distribution, counts, of: matchings.count)
+        }
+        return distribution
+    }
+
+    /// Every ordering of 0..<n.
+    static func permutations(_ n: Int) -> [[Int]] {
+        guard n > 0 else { return [[]] }
+        return permutations(n - 1).flatMap { p in (0...p.count).map { i in var q = p; q.insert(n - 1, at: i); return q } }
+    }
+
+    /// The distribution of X + Y, X ~ `distribution`, Y with `counts[k]` of `total` outcomes at k.
+    static func convolve(_ distribution: [Double], _ counts: [Int], of total: Int) -> [Double] {
+        var next = [Double](repeating: 0, count: distribution.count + max(counts.count, 1) - 1)
+        for (i, p) in distribution.enumerated() where p > 0 {
+            for (j, c) in counts.enumerated() where c > 0 { next[i + j] += p * Double(c) / Double(total) }
+        }
+        return next
     }
 
     /// Chance for the default stream of `segments` judged by random matchings: the 95 % bound of
