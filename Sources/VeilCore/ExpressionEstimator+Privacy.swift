@@ -65,7 +65,8 @@ public struct ExpressionPrivacyFilter: Sendable {
         public var strength: Float
         /// For the jaw: sent by rank instead of by its peak. A reading's rank among the person's
         /// readings over `baselineSeconds` (its mid-rank, 0…1) is sent from `rankFloor` up,
-        /// rescaled to 0…1; readings within `deadZone` of `peakFloor` above rest read 0. The same
+        /// rescaled to 0…1; readings within `deadZone` of `peakFloor` above rest read 0, and all do
+        /// while the readings of the last `baselineSeconds` span less than `peakFloor`. The same
         /// syllables then open every face's jaw as often and as wide, however strongly or
         /// compressively its tracking reads a dropped jaw.
         public var rankFloor: Float?
@@ -85,8 +86,8 @@ public struct ExpressionPrivacyFilter: Sendable {
         /// After `onsetSeconds`: smiles and brows, which some faces' tracking twitches with every
         /// syllable.
         case brief
-        /// After `sustainedOnsetSeconds`: frowns, puckers and funnels, which the scripted
-        /// performances never contain but some faces' tracking reads now and then.
+        /// After `sustainedOnsetSeconds`: frowns, puckers and funnels, which some faces' tracking
+        /// reads on its own for a few frames now and then, while people hold them for longer.
         case sustained
     }
 
@@ -202,7 +203,8 @@ public struct ExpressionPrivacyFilter: Sendable {
                 let reading = channel.shapes.reduce(0) { $0 + e[$1] } / Float(channel.shapes.count)
                 let level = max(reading - resting(k, reading, at: timeSeconds), 0)
                 if let rankFloor = channel.rankFloor {
-                    sent = intensity(k, rankOf: reading, from: rankFloor, level: level, floor: deadZone * channel.peakFloor)
+                    sent = intensity(k, rankOf: reading, from: rankFloor, level: level, floor: deadZone * channel.peakFloor,
+                                     span: channel.peakFloor)
                 } else {
                     sent = intensity(k, channel, level: level, dt: dt)
                 }
@@ -248,10 +250,14 @@ public struct ExpressionPrivacyFilter: Sendable {
     }
 
     /// Channel `k`'s intensity (0…1) by rank: `reading`'s mid-rank among the channel's readings
-    /// over `baselineSeconds`, from `rankFloor` up, rescaled to 0…1; 0 while `level` (above rest)
-    /// is within `floor` or fewer than `rankMinimumCount` readings are known.
-    private func intensity(_ k: Int, rankOf reading: Float, from rankFloor: Float, level: Float, floor: Float) -> Float {
-        guard level > floor, history[k].count >= Self.rankMinimumCount, let rank = history[k].fraction(below: reading) else { return 0 }
+    /// over `baselineSeconds`, from `rankFloor` up, rescaled to 0…1. It is 0 while `level` (above
+    /// rest) is within `floor`, while fewer than `rankMinimumCount` readings are known, and while
+    /// the readings span less than `span` (from their 10th to their 98th percentile): a face that
+    /// has not moved the channel (a listener, a still picture) has only noise to rank.
+    private func intensity(_ k: Int, rankOf reading: Float, from rankFloor: Float, level: Float, floor: Float, span: Float) -> Float {
+        guard level > floor, history[k].count >= Self.rankMinimumCount,
+              let low = history[k].value(at: 0.1), let high = history[k].value(at: 0.98), high - low >= span,
+              let rank = history[k].fraction(below: reading) else { return 0 }
         return min(max((Float(rank) - rankFloor) / max(1 - rankFloor, 1e-6), 0), 1)
     }
 

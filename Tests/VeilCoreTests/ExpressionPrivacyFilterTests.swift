@@ -49,6 +49,21 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
         XCTAssertEqual(lastTen.map { compressive[$0] }.min()!, 0, "the mouth still closes")
     }
 
+    func testAListenersJawStaysClosedAndOpensWithTheFirstWords() {
+        // 10 s of listening, the tracker's jaw reading jittering between 0 and 0.03 (noise, which
+        // ranked would be half open), then speech: the jaw opens within 0.3 s of the first syllable.
+        var filter = ExpressionPrivacyFilter()
+        var random = SplitMix64(seed: 11)
+        let outs = run(&filter, seconds: 12) { t in
+            var e = VeilCore.Expression()
+            let noise = Float(random.next() % 1000) / 1000 * 0.03
+            e[.jawOpen] = t < 10 ? noise : noise + 0.3 * Float(abs(sin((t - 10) * 9)))
+            return e
+        }.map { $0[.jawOpen] }
+        XCTAssertEqual(outs[0..<300].max()!, 0, "listening")
+        XCTAssertGreaterThan(outs[300..<309].max()!, 0.2, "the first syllable")
+    }
+
     func testALongClosureOfTheLidsIsOneCanonicalBlink() {
         // One face's tracking reads its left lid half shut for 2 s at a time: the avatar blinks
         // once (closing, holding and opening in `lidCloseSeconds + lidHoldSeconds +
