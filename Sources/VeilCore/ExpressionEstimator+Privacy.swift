@@ -201,17 +201,15 @@ public struct ExpressionPrivacyFilter: Sendable {
                 sent = intensity(k, channel, level: max((corners.movement - corners.resting) / unit, 0), dt: dt)
             } else {
                 let reading = channel.shapes.reduce(0) { $0 + e[$1] } / Float(channel.shapes.count)
-                let level = max(reading - resting(k, reading, at: timeSeconds), 0)
+                let rest = resting(k, reading, at: timeSeconds)
                 if let rankFloor = channel.rankFloor {
-                    sent = intensity(k, rankOf: reading, from: rankFloor, level: level, floor: deadZone * channel.peakFloor,
-                                     span: channel.peakFloor)
+                    sent = intensity(k, channel, rankOf: reading, above: rest, from: rankFloor)
                 } else {
-                    sent = intensity(k, channel, level: level, dt: dt)
+                    sent = intensity(k, channel, level: max(reading - rest, 0), dt: dt)
                 }
             }
             sent *= channel.strength
-            if sent > 0 { activeSince[k] = activeSince[k] ?? timeSeconds } else { activeSince[k] = nil }
-            if let since = activeSince[k], timeSeconds - since < onsetSeconds(channel.onset) { sent = 0 }
+            if !Self.held(sent > 0, since: &activeSince[k], at: timeSeconds, for: onsetSeconds(channel.onset)) { sent = 0 }
             for shape in channel.shapes { out[shape] = sent }
         }
         let smile = out[.mouthSmileLeft]
@@ -230,8 +228,7 @@ public struct ExpressionPrivacyFilter: Sendable {
                          y: clamp(fromUsual(4, p[4], gazeDeadZone, spread: false, at: timeSeconds) * scale, -1, 1))
             // A look away is sent once it has lasted `sustainedOnsetSeconds`: on some faces the
             // tracked pupils drift while the head turns.
-            if g.x != 0 || g.y != 0 { gazeSince = gazeSince ?? timeSeconds } else { gazeSince = nil }
-            if let since = gazeSince, timeSeconds - since < sustainedOnsetSeconds { g = Gaze(x: 0, y: 0) }
+            if !Self.held(g.x != 0 || g.y != 0, since: &gazeSince, at: timeSeconds, for: sustainedOnsetSeconds) { g = Gaze(x: 0, y: 0) }
             out.gaze = g
             out[.eyeLookOutLeft] = max(g.x, 0); out[.eyeLookInLeft] = max(-g.x, 0)
             out[.eyeLookInRight] = max(g.x, 0); out[.eyeLookOutRight] = max(-g.x, 0)
@@ -250,15 +247,25 @@ public struct ExpressionPrivacyFilter: Sendable {
     }
 
     /// Channel `k`'s intensity (0…1) by rank: `reading`'s mid-rank among the channel's readings
-    /// over `baselineSeconds`, from `rankFloor` up, rescaled to 0…1. It is 0 while `level` (above
-    /// rest) is within `floor`, while fewer than `rankMinimumCount` readings are known, and while
-    /// the readings span less than `span` (from their 10th to their 98th percentile): a face that
-    /// has not moved the channel (a listener, a still picture) has only noise to rank.
-    private func intensity(_ k: Int, rankOf reading: Float, from rankFloor: Float, level: Float, floor: Float, span: Float) -> Float {
-        guard level > floor, history[k].count >= Self.rankMinimumCount,
-              let low = history[k].value(at: 0.1), let high = history[k].value(at: 0.98), high - low >= span,
+    /// over `baselineSeconds`, from `rankFloor` up, rescaled to 0…1. It is 0 while the reading is
+    /// within `deadZone` of the channel's `peakFloor` above `rest`, while fewer than
+    /// `rankMinimumCount` readings are known, and while the readings' 98th percentile is less than
+    /// `peakFloor` above rest: a face that has not moved the channel (a listener, a still picture)
+    /// has only noise to rank.
+    private func intensity(_ k: Int, _ channel: Channel, rankOf reading: Float, above rest: Float, from rankFloor: Float) -> Float {
+        guard reading - rest > deadZone * channel.peakFloor, history[k].count >= Self.rankMinimumCount,
+              let high = history[k].value(at: 0.98), high - rest >= channel.peakFloor,
               let rank = history[k].fraction(below: reading) else { return 0 }
         return min(max((Float(rank) - rankFloor) / max(1 - rankFloor, 1e-6), 0), 1)
+    }
+
+    /// Whether a movement that is `active` now has been so for `seconds` (its start kept in
+    /// `since`, cleared when it stops): what every onset waits for.
+    private static func held(_ active: Bool, since: inout Double?, at time: Double, for seconds: Double) -> Bool {
+        guard active else { since = nil; return false }
+        let start = since ?? time
+        since = start
+        return time - start >= seconds
     }
 
     /// Readings a channel sent by rank needs before it is sent (a third of a second).

@@ -39,7 +39,7 @@ struct SlidingPercentile: Sendable {
     /// 0…1); nil when the window is empty.
     func fraction(below value: Float) -> Double? {
         guard !sorted.isEmpty else { return nil }
-        let below = firstIndex(notBelow: value), notAbove = firstIndex(above: value)
+        let below = firstIndex { $0 >= value }, notAbove = firstIndex { $0 > value }
         return (Double(below) + Double(notAbove - below) / 2) / Double(sorted.count)
     }
 
@@ -71,22 +71,16 @@ struct SlidingPercentile: Sendable {
         arrivals = []; expired = 0; sorted = []
     }
 
-    /// The first position whose value is above `value`.
-    private func firstIndex(above value: Float) -> Int {
-        var low = 0, high = sorted.count
-        while low < high {
-            let middle = (low + high) / 2
-            if sorted[middle] <= value { low = middle + 1 } else { high = middle }
-        }
-        return low
-    }
-
     /// The first position whose value is not below `value`.
-    private func firstIndex(notBelow value: Float) -> Int {
+    private func firstIndex(notBelow value: Float) -> Int { firstIndex { $0 >= value } }
+
+    /// The first position of the sorted window where `reached` holds (it holds from there on);
+    /// binary search.
+    private func firstIndex(where reached: (Float) -> Bool) -> Int {
         var low = 0, high = sorted.count
         while low < high {
             let middle = (low + high) / 2
-            if sorted[middle] < value { low = middle + 1 } else { high = middle }
+            if reached(sorted[middle]) { high = middle } else { low = middle + 1 }
         }
         return low
     }

@@ -545,6 +545,15 @@ final class ReidentificationTests: XCTestCase {
     struct Score {
         var correct = 0, total = 0
         var accuracy: Double { total > 0 ? Double(correct) / Double(total) : 0 }
+
+        init(correct: Int = 0, total: Int = 0) { self.correct = correct; self.total = total }
+
+        /// The diagonal and the sum of confusion matrices (rows: true person, columns: predicted).
+        init(_ confusions: [[[Int]]]) {
+            for confusion in confusions {
+                for row in confusion.indices { correct += confusion[row][row]; total += confusion[row].reduce(0, +) }
+            }
+        }
     }
 
     /// A 1-nearest-neighbour classifier: the person of the nearest training segment (Euclidean
@@ -559,11 +568,7 @@ final class ReidentificationTests: XCTestCase {
 
         init(_ training: [(person: Int, features: [Double])]) {
             self.training = training
-            let width = training.first?.features.count ?? 0
-            scale = (0..<width).map { k in
-                let sd = ReidentificationTests.standardDeviation(training.map { $0.features[k] })
-                return sd > 1e-12 ? 1 / sd : 0
-            }
+            scale = ReidentificationTests.inverseDeviations(training.map(\.features))
         }
 
         /// The person of `query`'s nearest training segment; nil without training data.
@@ -594,10 +599,7 @@ final class ReidentificationTests: XCTestCase {
         init(_ training: [(person: Int, features: [Double])], people: Int, penalty: Double = 10, iterations: Int = 600) {
             let width = training.first?.features.count ?? 0
             let mean = (0..<width).map { k in ReidentificationTests.mean(training.map { $0.features[k] }) }
-            let scale = (0..<width).map { k in
-                let sd = ReidentificationTests.standardDeviation(training.map { $0.features[k] })
-                return sd > 1e-12 ? 1 / sd : 0
-            }
+            let scale = ReidentificationTests.inverseDeviations(training.map(\.features))
             self.mean = mean; self.scale = scale
             let rows = training.map { item in Self.standardised(item.features, mean, scale) + [1] }
             let n = Double(max(rows.count, 1)), lambda = penalty / n
@@ -609,8 +611,8 @@ final class ReidentificationTests: XCTestCase {
                 // Nesterov's look-ahead point.
                 let momentum = Double(iteration) / Double(iteration + 3)
                 let ahead = w.indices.map { c in w[c].indices.map { k in w[c][k] + momentum * (w[c][k] - previous[c][k]) } }
-                var gradient = ahead.map { $0.map { lambda * $0 } }
-                gradient = gradient.map { row in var r = row; r[width] = 0; return r }  // the bias is not penalised
+                // The penalty's gradient; the bias (last) is not penalised.
+                var gradient = ahead.map { w in w.indices.map { $0 < width ? lambda * w[$0] : 0 } }
                 for (row, item) in zip(rows, training) {
                     let p = Self.probabilities(row, ahead)
                     for c in 0..<people {
@@ -664,20 +666,23 @@ final class ReidentificationTests: XCTestCase {
     /// people, and the probability of its score or more under them.
     static func pooledSessionChance(_ segments: [Segment], _ features: (Segment) -> [Double]) -> (score: Score, bound: Int, probability: Double) {
         let confusions = pooledSessionConfusions(segments, features).sorted { $0.key < $1.key }.map(\.value)
-        var score = Score()
-        for confusion in confusions {
-            for row in confusion.indices { score.correct += confusion[row][row]; score.total += confusion[row].reduce(0, +) }
-        }
+        let score = Score(confusions)
         let null = independentMatchingNullDistribution(confusions)
         return (score, upperQuantile(null, level: 0.95), null.dropFirst(score.correct).reduce(0, +))
     }
 
+    /// Per feature, 1 / its deviation over `rows` (0 where it is constant): the scale that
+    /// standardises the features of a training set.
+    static func inverseDeviations(_ rows: [[Double]]) -> [Double] {
+        (0..<(rows.first?.count ?? 0)).map { k in
+            let sd = standardDeviation(rows.map { $0[k] })
+            return sd > 1e-12 ? 1 / sd : 0
+        }
+    }
+
     /// Train on each session in turn, test on the others.
     static func crossSessionAccuracy(_ segments: [Segment], _ features: (Segment) -> [Double]) -> Score {
-        crossSessionConfusion(segments, features).enumerated().reduce(into: Score()) { score, row in
-            score.correct += row.element[row.offset]
-            score.total += row.element.reduce(0, +)
-        }
+        Score([crossSessionConfusion(segments, features)])
     }
 
     /// Counts of (true person, predicted person) over the cross-session predictions.
@@ -720,15 +725,10 @@ final class ReidentificationTests: XCTestCase {
         for experiment in Set(confusions.keys.map { $0 / 2 }).sorted() {
             // a → b: the matrix of training session a, tested on b (rows: b's people); and back.
             guard let a = confusions[2 * experiment], let b = confusions[2 * experiment + 1] else { continue }
-            let matchings = permutations(a.count)
-            var counts: [Int] = []
-            for match in matchings {
-                // Person p of session a is taken to be person match[p] of session b.
-                let correct = a.indices.reduce(0) { $0 + a[match[$1]][$1] + b[$1][match[$1]] }
-                if correct >= counts.count { counts += [Int](repeating: 0, count: correct - counts.count + 1) }
-                counts[correct] += 1
+            // Person p of session a is taken to be person match[p] of session b.
+            distribution = addingMatchings(to: distribution, people: a.count) { match in
+                a.indices.reduce(0) { $0 + a[match[$1]][$1] + b[$1][match[$1]] }
             }
-            distribution = convolve(distribution, counts, of: matchings.count)
         }
         return distribution
     }
@@ -740,14 +740,9 @@ final class ReidentificationTests: XCTestCase {
     static func independentMatchingNullDistribution(_ confusions: [[[Int]]]) -> [Double] {
         var distribution = [1.0]
         for confusion in confusions {
-            let matchings = permutations(confusion.count)
-            var counts: [Int] = []
-            for match in matchings {
-                let correct = confusion.indices.reduce(0) { $0 + confusion[$1][match[$1]] }
-                if correct >= counts.count { counts += [Int](repeating: 0, count: correct - counts.count + 1) }
-                counts[correct] += 1
+            distribution = addingMatchings(to: distribution, people: confusion.count) { match in
+                confusion.indices.reduce(0) { $0 + confusion[$1][match[$1]] }
             }
-            distribution = convolve(distribution, counts, of: matchings.count)
         }
         return distribution
     }
@@ -758,11 +753,19 @@ final class ReidentificationTests: XCTestCase {
         return permutations(n - 1).flatMap { p in (0...p.count).map { i in var q = p; q.insert(n - 1, at: i); return q } }
     }
 
-    /// The distribution of X + Y, X ~ `distribution`, Y with `counts[k]` of `total` outcomes at k.
-    static func convolve(_ distribution: [Double], _ counts: [Int], of total: Int) -> [Double] {
+    /// The distribution of X + Y, X ~ `distribution` and Y = `correct(match)` for a matching of
+    /// `people` people drawn uniformly from all of them.
+    static func addingMatchings(to distribution: [Double], people: Int, correct: ([Int]) -> Int) -> [Double] {
+        let matchings = permutations(people)
+        var counts: [Int] = []
+        for match in matchings {
+            let k = correct(match)
+            if k >= counts.count { counts += [Int](repeating: 0, count: k - counts.count + 1) }
+            counts[k] += 1
+        }
         var next = [Double](repeating: 0, count: distribution.count + max(counts.count, 1) - 1)
         for (i, p) in distribution.enumerated() where p > 0 {
-            for (j, c) in counts.enumerated() where c > 0 { next[i + j] += p * Double(c) / Double(total) }
+            for (j, c) in counts.enumerated() where c > 0 { next[i + j] += p * Double(c) / Double(matchings.count) }
         }
         return next
     }
