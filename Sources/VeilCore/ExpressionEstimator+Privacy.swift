@@ -56,12 +56,13 @@ public struct ExpressionPrivacyFilter: Sendable {
         /// that reads as 1 on this channel, measured from the corners' shared resting level
         /// instead of the channel's own.
         public var cornerUnit: Float?
-        /// The running peak before anything has been seen (in the estimator's units).
+        /// The running peak before anything has been seen (in the estimator's units); a channel
+        /// sent by rank (`rankFloor`) keeps no peak.
         public var initialPeak: Float
         /// The smallest peak an intensity is computed from, so that a channel that barely moves
         /// (noise, cross-talk) is not blown up.
         public var peakFloor: Float
-        /// What the person's own peak is sent as.
+        /// What the person's own peak (or, sent by rank, the top rank) is sent as.
         public var strength: Float
         /// For the jaw: sent by rank instead of by its peak. A reading's rank among the person's
         /// readings over `baselineSeconds` (its mid-rank, 0…1) is sent from `rankFloor` up,
@@ -209,7 +210,7 @@ public struct ExpressionPrivacyFilter: Sendable {
                 }
             }
             sent *= channel.strength
-            if !Self.held(sent > 0, since: &activeSince[k], at: timeSeconds, for: onsetSeconds(channel.onset)) { sent = 0 }
+            if !Self.held(sent > 0, since: &activeSince[k], at: timeSeconds, for: delay(of: channel.onset)) { sent = 0 }
             for shape in channel.shapes { out[shape] = sent }
         }
         let smile = out[.mouthSmileLeft]
@@ -272,7 +273,7 @@ public struct ExpressionPrivacyFilter: Sendable {
     static let rankMinimumCount = 10
 
     /// Seconds a channel with `onset` must stay above its dead zone before it is sent.
-    private func onsetSeconds(_ onset: Onset) -> Double {
+    private func delay(of onset: Onset) -> Double {
         switch onset {
         case .immediate: return 0
         case .brief: return onsetSeconds

@@ -39,7 +39,7 @@ struct SlidingPercentile: Sendable {
     /// 0…1); nil when the window is empty.
     func fraction(below value: Float) -> Double? {
         guard !sorted.isEmpty else { return nil }
-        let below = firstIndex { $0 >= value }, notAbove = firstIndex { $0 > value }
+        let below = firstIndex(notBelow: value), notAbove = firstIndex { $0 > value }
         return (Double(below) + Double(notAbove - below) / 2) / Double(sorted.count)
     }
 

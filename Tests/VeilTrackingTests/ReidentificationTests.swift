@@ -667,8 +667,8 @@ final class ReidentificationTests: XCTestCase {
     static func pooledSessionChance(_ segments: [Segment], _ features: (Segment) -> [Double]) -> (score: Score, bound: Int, probability: Double) {
         let confusions = pooledSessionConfusions(segments, features).sorted { $0.key < $1.key }.map(\.value)
         let score = Score(confusions)
-        let null = independentMatchingNullDistribution(confusions)
-        return (score, upperQuantile(null, level: 0.95), null.dropFirst(score.correct).reduce(0, +))
+        let (bound, probability) = chance(of: score.correct, under: independentMatchingNullDistribution(confusions))
+        return (score, bound, probability)
     }
 
     /// Per feature, 1 / its deviation over `rows` (0 where it is constant): the scale that
@@ -773,8 +773,13 @@ final class ReidentificationTests: XCTestCase {
     /// Chance for the default stream of `segments` judged by random matchings: the 95 % bound of
     /// `permutationNullDistribution`, and the probability of `correct` or more under it.
     static func matchingChance(_ segments: [Segment], correct: Int) -> (bound: Int, probability: Double) {
-        let null = permutationNullDistribution(crossSessionConfusions(segments, \.stream))
-        return (upperQuantile(null, level: 0.95), null.dropFirst(correct).reduce(0, +))
+        chance(of: correct, under: permutationNullDistribution(crossSessionConfusions(segments, \.stream)))
+    }
+
+    /// The 95 % bound of a null distribution of correct predictions, and the probability under it
+    /// of `correct` or more.
+    static func chance(of correct: Int, under null: [Double]) -> (bound: Int, probability: Double) {
+        (upperQuantile(null, level: 0.95), null.dropFirst(correct).reduce(0, +))
     }
 
     /// The smallest k with P(X ≤ k) ≥ `level` under `distribution`.
