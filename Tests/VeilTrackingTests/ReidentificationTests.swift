@@ -69,6 +69,14 @@ final class ReidentificationTests: XCTestCase {
         var exactMeshStream: [Double] = []
         /// The same through the privacy filter.
         var exactMeshFilteredStream: [Double] = []
+        /// Diagnostic: the default stream with the channels the script performs (jaw, blinks,
+        /// smile, brows, yaw) replaced by what it performed: what would still name people if those
+        /// were read perfectly on every face.
+        var performedChannelsStream: [Double] = []
+        /// Control: the performance alone, everything else at rest, over the same frames. It is
+        /// drawn from the same statistics for everyone, so it names people only by chance; its
+        /// figure is this sample's floor.
+        var performanceStream: [Double] = []
         /// Scripted mean jaw drop and head yaw, and the stream's mean jawOpen and yaw, for the check
         /// that the stream does carry the performance.
         var scriptedJaw: Double, streamJaw: Double, scriptedYaw: Double, streamYaw: Double
@@ -147,6 +155,13 @@ final class ReidentificationTests: XCTestCase {
             let cross = Self.crossSessionAccuracy(segments) { Array($0.exactMeshStream[part.range]) }
             print("    \(part.name): \(Self.percent(cross.accuracy))")
         }
+        let performedChannels = Self.crossSessionAccuracy(segments, \.performedChannelsStream)
+        let performance = Self.crossSessionAccuracy(segments, \.performanceStream)
+        let performanceChance = Self.matchingChance(segments, \.performanceStream, correct: performance.correct)
+        print("  diagnostic, the stream with jaw, blinks, smile, brows and yaw as performed (read perfectly on every face):"
+              + " \(performedChannels.correct)/\(performedChannels.total) = \(Self.percent(performedChannels.accuracy))")
+        print("  control, the performance alone: \(performance.correct)/\(performance.total) = \(Self.percent(performance.accuracy))"
+              + " (bound \(performanceChance.bound), P = \(String(format: "%.4f", performanceChance.probability))): this sample's floor")
         print("  confusion of the stream, cross-session (rows: true person, columns: predicted):")
         for (row, name) in zip(Self.crossSessionConfusion(segments, \.stream), Self.photos) {
             print("    \(name.padding(toLength: 16, withPad: " ", startingAt: 0)) \(row.map { String(format: "%3d", $0) }.joined(separator: " "))")
@@ -172,6 +187,10 @@ final class ReidentificationTests: XCTestCase {
                                  "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 23.3 %; chance \(Self.percent(chance)), bound \(bound) correct)")
         XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.3, "the privacy filter no longer lowers re-identification much")
         XCTAssertLessThan(exactFiltered.accuracy, exact.accuracy, "on the exact mesh, the privacy filter no longer lowers re-identification")
+        // The performances are drawn from the same statistics for everyone: if they named people,
+        // the experiment itself would leak identity.
+        XCTAssertLessThanOrEqual(performance.correct, performanceChance.bound,
+                                 "the performances alone identify people: \(Self.percent(performance.accuracy))")
     }
 
     /// The same experiment with every face presented at one size (180 pixels wide in 640×480,
@@ -196,6 +215,9 @@ final class ReidentificationTests: XCTestCase {
               + " P(≥ \(stream.correct) by chance) = \(String(format: "%.4f", matching.probability))); without the privacy filter \(Self.percent(full.accuracy)); raw landmarks \(Self.percent(landmarks.accuracy))")
         print("  the stronger adversary (logistic regression on all runs' first sessions, tested on the second, and back): \(pooled.score.correct)/\(pooled.score.total) = \(Self.percent(pooled.score.accuracy))"
               + " (bound \(pooled.bound), P = \(String(format: "%.4f", pooled.probability)))")
+        let performedChannels = Self.crossSessionAccuracy(segments, \.performedChannelsStream)
+        let performance = Self.crossSessionAccuracy(segments, \.performanceStream)
+        print("  diagnostic, jaw, blinks, smile, brows and yaw as performed: \(Self.percent(performedChannels.accuracy)); the performance alone: \(Self.percent(performance.accuracy))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
         XCTAssertLessThanOrEqual(stream.accuracy, 0.265, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 25.3 %)")
@@ -411,17 +433,43 @@ final class ReidentificationTests: XCTestCase {
             guard frames.count * 2 >= perSegment, windowMeshes.count * 2 >= perSegment else {
                 throw VeilError.invalidInput("\(photos[person]) session \(session) segment \(index): face tracked in only \(frames.count) of \(perSegment) frames")
             }
+            var performedFrames: [ExpressionFrame] = [], performance: [ExpressionFrame] = []
+            for n in window where sent[n].state == .tracked {
+                var frame = sent[n]
+                frame.expression = performing(truth[n], over: sent[n].expression)
+                performedFrames.append(frame)
+                frame.expression = performing(truth[n], over: .neutral)
+                performance.append(frame)
+            }
             segments.append(Segment(person: person, session: session, index: index,
                                     stream: streamFeatures(frames), fullExpressionStream: streamFeatures(fullFrames),
                                     landmarks: try landmarkFeatures(windowMeshes),
                                     exactMeshStream: streamFeatures(tracked(exact, in: window)),
                                     exactMeshFilteredStream: streamFeatures(tracked(exactFiltered, in: window)),
+                                    performedChannelsStream: streamFeatures(performedFrames),
+                                    performanceStream: streamFeatures(performance),
                                     scriptedJaw: mean(window.map { truth[$0].jawDrop }),
                                     streamJaw: mean(frames.map { Double($0.expression[.jawOpen]) }),
                                     scriptedYaw: mean(window.map { truth[$0].headYaw }),
                                     streamYaw: mean(frames.map { Double($0.expression.headPose.yaw) })))
         }
         return segments
+    }
+
+    /// `e` with the channels the script performs set to what it performed at `truth`: jawOpen from
+    /// the jaw drop (5 per unit, as wide as the filter sends a syllable), each eye's blink, smile
+    /// (with the dimples and cheeks the filter derives from it), brows raised, and yaw.
+    static func performing(_ truth: GroundTruthFrame, over e: VeilCore.Expression) -> VeilCore.Expression {
+        var e = e
+        let smile = Float(truth.smile), brows = Float(truth.browRaise)
+        e[.jawOpen] = Float(truth.jawDrop * 5)
+        e[.eyeBlinkLeft] = Float(truth.blinkLeft); e[.eyeBlinkRight] = Float(truth.blinkRight)
+        for shape in [BlendShape.mouthSmileLeft, .mouthSmileRight] { e[shape] = smile }
+        for shape in [BlendShape.mouthDimpleLeft, .mouthDimpleRight] { e[shape] = smile * 0.3 }
+        for shape in [BlendShape.cheekSquintLeft, .cheekSquintRight] { e[shape] = max(smile - 0.2, 0) * 0.8 }
+        for shape in [BlendShape.browInnerUp, .browOuterUpLeft, .browOuterUpRight] { e[shape] = brows }
+        e.headPose.yaw = Float(truth.headYaw)
+        return e
     }
 
     /// A random performance: `warmUpSeconds` then `segments` one-second segments, each with its
@@ -770,10 +818,11 @@ final class ReidentificationTests: XCTestCase {
         return next
     }
 
-    /// Chance for the default stream of `segments` judged by random matchings: the 95 % bound of
-    /// `permutationNullDistribution`, and the probability of `correct` or more under it.
-    static func matchingChance(_ segments: [Segment], correct: Int) -> (bound: Int, probability: Double) {
-        chance(of: correct, under: permutationNullDistribution(crossSessionConfusions(segments, \.stream)))
+    /// Chance for a stream of `segments` (the default one unless `features` says otherwise) judged
+    /// by random matchings: the 95 % bound of `permutationNullDistribution`, and the probability of
+    /// `correct` or more under it.
+    static func matchingChance(_ segments: [Segment], _ features: (Segment) -> [Double] = \.stream, correct: Int) -> (bound: Int, probability: Double) {
+        chance(of: correct, under: permutationNullDistribution(crossSessionConfusions(segments, features)))
     }
 
     /// The 95 % bound of a null distribution of correct predictions, and the probability under it
