@@ -213,9 +213,7 @@ public struct ExpressionPrivacyFilter: Sendable {
             if !Self.held(sent > 0, since: &activeSince[k], at: timeSeconds, for: delay(of: channel.onset)) { sent = 0 }
             for shape in channel.shapes { out[shape] = sent }
         }
-        let smile = out[.mouthSmileLeft]
-        out[.mouthDimpleLeft] = smile * 0.3; out[.mouthDimpleRight] = smile * 0.3
-        out[.cheekSquintLeft] = max(smile - 0.2, 0) * 0.8; out[.cheekSquintRight] = out[.cheekSquintLeft]
+        Self.setSmile(out[.mouthSmileLeft], in: &out)
         let lids = blink((e[.eyeBlinkLeft] + e[.eyeBlinkRight]) / 2, dt: dt, at: timeSeconds)
         out[.eyeBlinkLeft] = lids; out[.eyeBlinkRight] = lids
 
@@ -258,6 +256,13 @@ public struct ExpressionPrivacyFilter: Sendable {
               let high = history[k].value(at: 0.98), high - rest >= channel.peakFloor,
               let rank = history[k].fraction(below: reading) else { return 0 }
         return min(max((Float(rank) - rankFloor) / max(1 - rankFloor, 1e-6), 0), 1)
+    }
+
+    /// Sets both mouth corners' smile to `smile` and the dimples and cheek raise that follow it.
+    static func setSmile(_ smile: Float, in e: inout Expression) {
+        e[.mouthSmileLeft] = smile; e[.mouthSmileRight] = smile
+        e[.mouthDimpleLeft] = smile * 0.3; e[.mouthDimpleRight] = smile * 0.3
+        e[.cheekSquintLeft] = max(smile - 0.2, 0) * 0.8; e[.cheekSquintRight] = e[.cheekSquintLeft]
     }
 
     /// Whether a movement that is `active` now has been so for `seconds` (its start kept in

@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-import VeilCore
+@testable import VeilCore
 import VeilSynth
 @testable import VeilTracking
 
@@ -110,11 +110,11 @@ final class ReidentificationTests: XCTestCase {
         let segments = try Self.segments()
         let people = Set(segments.map(\.person)).count
         let chance = 1.0 / Double(people)
-        let stream = Self.crossSessionAccuracy(segments, \.stream)
+        let matching = Self.matchingChance(segments, \.stream)
+        let stream = matching.score
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
         let fullExpression = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: chance, level: 0.95)
-        let matching = Self.matchingChance(segments, correct: stream.correct)
         let pooled = Self.pooledSessionChance(segments, \.stream)
         let pooledFull = Self.pooledSessionChance(segments, \.fullExpressionStream)
         let streamLOO = Self.leaveOneOutAccuracy(segments, \.stream)
@@ -156,8 +156,8 @@ final class ReidentificationTests: XCTestCase {
             print("    \(part.name): \(Self.percent(cross.accuracy))")
         }
         let performedChannels = Self.crossSessionAccuracy(segments, \.performedChannelsStream)
-        let performance = Self.crossSessionAccuracy(segments, \.performanceStream)
-        let performanceChance = Self.matchingChance(segments, \.performanceStream, correct: performance.correct)
+        let performanceChance = Self.matchingChance(segments, \.performanceStream)
+        let performance = performanceChance.score
         print("  diagnostic, the stream with jaw, blinks, smile, brows and yaw as performed (read perfectly on every face):"
               + " \(performedChannels.correct)/\(performedChannels.total) = \(Self.percent(performedChannels.accuracy))")
         print("  control, the performance alone: \(performance.correct)/\(performance.total) = \(Self.percent(performance.accuracy))"
@@ -204,11 +204,11 @@ final class ReidentificationTests: XCTestCase {
     func testFacesOfOneSize() throws {
         if Self.cachedSameSizeSegments == nil { Self.cachedSameSizeSegments = try Self.segments(faceWidth: 180) }
         let segments = Self.cachedSameSizeSegments!
-        let stream = Self.crossSessionAccuracy(segments, \.stream)
+        let matching = Self.matchingChance(segments, \.stream)
+        let stream = matching.score
         let full = Self.crossSessionAccuracy(segments, \.fullExpressionStream)
         let landmarks = Self.crossSessionAccuracy(segments, \.landmarks)
         let bound = Self.binomialUpperQuantile(trials: stream.total, probability: 0.2, level: 0.95)
-        let matching = Self.matchingChance(segments, correct: stream.correct)
         let pooled = Self.pooledSessionChance(segments, \.stream)
         print("re-identification, every face 180 px wide: Veil stream \(stream.correct)/\(stream.total) = \(Self.percent(stream.accuracy))"
               + " (binomial bound \(bound), matching bound \(matching.bound),"
@@ -461,13 +461,10 @@ final class ReidentificationTests: XCTestCase {
     /// (with the dimples and cheeks the filter derives from it), brows raised, and yaw.
     static func performing(_ truth: GroundTruthFrame, over e: VeilCore.Expression) -> VeilCore.Expression {
         var e = e
-        let smile = Float(truth.smile), brows = Float(truth.browRaise)
         e[.jawOpen] = Float(truth.jawDrop * 5)
         e[.eyeBlinkLeft] = Float(truth.blinkLeft); e[.eyeBlinkRight] = Float(truth.blinkRight)
-        for shape in [BlendShape.mouthSmileLeft, .mouthSmileRight] { e[shape] = smile }
-        for shape in [BlendShape.mouthDimpleLeft, .mouthDimpleRight] { e[shape] = smile * 0.3 }
-        for shape in [BlendShape.cheekSquintLeft, .cheekSquintRight] { e[shape] = max(smile - 0.2, 0) * 0.8 }
-        for shape in [BlendShape.browInnerUp, .browOuterUpLeft, .browOuterUpRight] { e[shape] = brows }
+        ExpressionPrivacyFilter.setSmile(Float(truth.smile), in: &e)
+        for shape in [BlendShape.browInnerUp, .browOuterUpLeft, .browOuterUpRight] { e[shape] = Float(truth.browRaise) }
         e.headPose.yaw = Float(truth.headYaw)
         return e
     }
@@ -818,11 +815,14 @@ final class ReidentificationTests: XCTestCase {
         return next
     }
 
-    /// Chance for a stream of `segments` (the default one unless `features` says otherwise) judged
-    /// by random matchings: the 95 % bound of `permutationNullDistribution`, and the probability of
-    /// `correct` or more under it.
-    static func matchingChance(_ segments: [Segment], _ features: (Segment) -> [Double] = \.stream, correct: Int) -> (bound: Int, probability: Double) {
-        chance(of: correct, under: permutationNullDistribution(crossSessionConfusions(segments, features)))
+    /// The cross-session nearest neighbour's score on a stream of `segments`, judged by random
+    /// matchings: the 95 % bound of `permutationNullDistribution`, and the probability under it of
+    /// as many correct predictions or more.
+    static func matchingChance(_ segments: [Segment], _ features: (Segment) -> [Double]) -> (score: Score, bound: Int, probability: Double) {
+        let confusions = crossSessionConfusions(segments, features)
+        let score = Score(Array(confusions.values))
+        let (bound, probability) = chance(of: score.correct, under: permutationNullDistribution(confusions))
+        return (score, bound, probability)
     }
 
     /// The 95 % bound of a null distribution of correct predictions, and the probability under it
