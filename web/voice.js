@@ -60,8 +60,9 @@ function blinkShape(p) {
 
 /**
  * An avatar expression made from the voice alone: mouth from speech energy, natural blinks, small
- * idle head motion, brows on emphasis. `update(level, timeSeconds)` takes the speech RMS (samples
- * in -1…1) at a time in seconds (any origin, increasing) and returns
+ * idle head motion, brows on emphasis. `update(level, timeSeconds, muted)` takes the speech RMS
+ * (samples in -1…1) at a time in seconds (any origin, increasing), and whether the voice was muted
+ * there (the mouth then closes at once), and returns
  * `{ coefficients: Float32Array(52), headPose: { yaw, pitch, roll } (degrees), gaze: null }`,
  * the expression shape wire.js encodes. Frames made from it are sent with isVoiceDriven = true.
  */
@@ -81,7 +82,7 @@ export class VoiceExpression {
     this.funnelPhase = 0;
   }
 
-  update(level, timeSeconds) {
+  update(level, timeSeconds, muted = false) {
     if (!this.started) {
       this.started = true;
       this.startTime = timeSeconds;
@@ -100,17 +101,22 @@ export class VoiceExpression {
     this.lastTime = Math.max(timeSeconds, this.lastTime);
     const t = this.lastTime - this.startTime;
 
-    const safeLevel = Number.isFinite(level) ? level : 0;
-    const db = 20 * Math.log10(Math.max(Math.abs(safeLevel), 1e-5));
-    this.floor = approach(this.floor, db, dt, db < this.floor ? 0.3 : 6);
-    this.floor = Math.max(this.floor, -90);
-    this.peak = approach(this.peak, db, dt, db > this.peak ? 0.05 : 3);
-    // Speech is read over the 24 dB below the peak, and not within 6 dB of the floor.
-    const low = Math.max(this.floor + 6, this.peak - 24);
-    let activity = Math.min(Math.max((db - low) / Math.max(this.peak - low, 12), 0), 1);
-    if (db < -70) activity = 0;
-
-    this.envelope = approach(this.envelope, activity, dt, activity > this.envelope ? 0.03 : 0.09);
+    let activity = 0;
+    if (muted) {
+      // Muted: the mouth closes at once, and the muted silence is not learnt as the noise floor.
+      this.envelope = 0;
+    } else {
+      const safeLevel = Number.isFinite(level) ? level : 0;
+      const db = 20 * Math.log10(Math.max(Math.abs(safeLevel), 1e-5));
+      this.floor = approach(this.floor, db, dt, db < this.floor ? 0.3 : 6);
+      this.floor = Math.max(this.floor, -90);
+      this.peak = approach(this.peak, db, dt, db > this.peak ? 0.05 : 3);
+      // Speech is read over the 24 dB below the peak, and not within 6 dB of the floor.
+      const low = Math.max(this.floor + 6, this.peak - 24);
+      activity = Math.min(Math.max((db - low) / Math.max(this.peak - low, 12), 0), 1);
+      if (db < -70) activity = 0;
+      this.envelope = approach(this.envelope, activity, dt, activity > this.envelope ? 0.03 : 0.09);
+    }
     this.average = approach(this.average, activity, dt, 1.5);
     const emphasis = Math.min(Math.max((activity - this.average - 0.35) / 0.3, 0), 1);
     this.brow = approach(this.brow, emphasis, dt, emphasis > this.brow ? 0.08 : 0.4);

@@ -128,10 +128,11 @@ public final class ExpressionSender: @unchecked Sendable {
     /// made it; while the voice drives and no audio is being sent (nobody else in the room), the
     /// face still blinks and moves.
     public func ownExpression(at nowMicros: UInt64) -> (expression: VeilCore.Expression, isVoiceDriven: Bool) {
-        state.withLock { s in
+        let muted = session.isMuted
+        return state.withLock { s in
             if s.fallback.source(at: nowMicros) == .voice {
                 if s.lastLevelMicros.map({ nowMicros > $0 + 200_000 }) ?? true {
-                    s.latest = (s.own.update(level: 0, at: Double(nowMicros) / 1e6), true)
+                    s.latest = (s.own.update(level: 0, at: Double(nowMicros) / 1e6, muted: muted), true)
                 }
             }
             return s.latest ?? (.neutral, false)
@@ -146,14 +147,14 @@ public final class ExpressionSender: @unchecked Sendable {
         let time = Double(level.timeMicros) / 1e6
         let frame = state.withLock { s -> ExpressionFrame? in
             var generator = s.generators[user] ?? VoiceExpressionGenerator(seed: seed)
-            let expression = generator.update(level: level.rms, at: time)
+            let expression = generator.update(level: level.rms, at: time, muted: level.muted)
             s.generators[user] = generator
             let voiceDrives = s.fallback.source(at: now) == .voice
             // The own view follows one connection's audio (each plays an input file from its own start).
             if s.ownUser == nil || s.ownUser == user || s.lastLevelMicros.map({ now > $0 + 200_000 }) ?? true {
                 s.ownUser = user
                 s.lastLevelMicros = now
-                let own = s.own.update(level: level.rms, at: time)
+                let own = s.own.update(level: level.rms, at: time, muted: level.muted)
                 if voiceDrives { s.latest = (own, true) }
             }
             guard voiceDrives else {

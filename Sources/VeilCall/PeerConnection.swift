@@ -92,6 +92,8 @@ public final class PeerConnection: @unchecked Sendable {
         var counters = PeerCounters()
         var channelOpen = false
         var muted = false
+        /// What the mute element was last set to, by the outgoing audio's own thread.
+        var appliedMute = false
         var closing = false
         var audioLinked = false
         var receiveBin: ElementRef?
@@ -283,10 +285,9 @@ public final class PeerConnection: @unchecked Sendable {
     /// Mutes or unmutes the outgoing voice. The audio track stays negotiated and carries silence,
     /// so unmuting needs no renegotiation.
     public func setMuted(_ muted: Bool) {
+        // Applied by the outgoing audio's thread to the next buffer it sends (`measureOutgoingLevel`),
+        // so the voice and the levels that drive a voice-driven mouth change at the same sample.
         shared.withLock { $0.muted = muted }
-        onLoop { peer in
-            if let volume = peer.graph.volume { veil_object_set_bool(gpointerOf(volume), "mute", muted ? 1 : 0) }
-        }
     }
 
     /// Current figures: candidate pair, RTT, loss, jitter, audio bit rates, expression traffic and

@@ -68,7 +68,9 @@ public struct VoiceExpressionGenerator: Sendable {
 
     /// The expression at `time` (seconds, any origin) given the speech `level` there: the RMS of the
     /// audio around that time, samples in -1…1 (0 for silence; about 0.1 for ordinary speech).
-    public mutating func update(level: Double, at time: Double) -> Expression {
+    /// `muted`: the audio at `time` was muted. The mouth is then closed at once, not eased shut as
+    /// in a pause, and the auto-gain does not learn the muted silence as the room's noise floor.
+    public mutating func update(level: Double, at time: Double, muted: Bool = false) -> Expression {
         if !started {
             started = true
             startTime = time
@@ -87,18 +89,22 @@ public struct VoiceExpressionGenerator: Sendable {
 
         // Auto-gain: speech is judged against the noise floor (falls fast, rises slowly) and the
         // recent peak (rises fast, falls slowly), so quiet and loud microphones both work.
-        let safeLevel = level.isFinite ? level : 0
-        let db = 20 * log10(max(abs(safeLevel), 1e-5))
-        floor = Self.approach(floor, db, dt, db < floor ? 0.3 : 6)
-        floor = max(floor, -90)
-        peak = Self.approach(peak, db, dt, db > peak ? 0.05 : 3)
-        // Speech is read over the 24 dB below the peak, and not within 6 dB of the floor.
-        let low = max(floor + 6, peak - 24)
-        var activity = min(max((db - low) / max(peak - low, 12), 0), 1)
-        if db < -70 { activity = 0 }
-
-        // The mouth opens quickly and closes a little more slowly, like a jaw.
-        envelope = Self.approach(envelope, activity, dt, activity > envelope ? 0.03 : 0.09)
+        var activity = 0.0
+        if muted {
+            envelope = 0
+        } else {
+            let safeLevel = level.isFinite ? level : 0
+            let db = 20 * log10(max(abs(safeLevel), 1e-5))
+            floor = Self.approach(floor, db, dt, db < floor ? 0.3 : 6)
+            floor = max(floor, -90)
+            peak = Self.approach(peak, db, dt, db > peak ? 0.05 : 3)
+            // Speech is read over the 24 dB below the peak, and not within 6 dB of the floor.
+            let low = max(floor + 6, peak - 24)
+            activity = min(max((db - low) / max(peak - low, 12), 0), 1)
+            if db < -70 { activity = 0 }
+            // The mouth opens quickly and closes a little more slowly, like a jaw.
+            envelope = Self.approach(envelope, activity, dt, activity > envelope ? 0.03 : 0.09)
+        }
         // Emphasis: activity well above its slow average lifts the brows.
         average = Self.approach(average, activity, dt, 1.5)
         let emphasis = min(max((activity - average - 0.35) / 0.3, 0), 1)
@@ -147,20 +153,23 @@ public struct AudioLevel: Sendable, Equatable {
     public var rms: Double
     /// The window's length (µs).
     public var durationMicros: UInt64
+    /// The window was muted before it was sent (its `rms` is then 0).
+    public var muted: Bool
 
     /// A level; see the properties.
-    public init(timeMicros: UInt64, rms: Double, durationMicros: UInt64) {
+    public init(timeMicros: UInt64, rms: Double, durationMicros: UInt64, muted: Bool = false) {
         self.timeMicros = timeMicros
-        self.rms = rms
+        self.rms = muted ? 0 : rms
         self.durationMicros = durationMicros
+        self.muted = muted
     }
 
-    /// The level of 16-bit samples.
-    public init(samples: UnsafeBufferPointer<Int16>, timeMicros: UInt64, sampleRate: Int) {
+    /// The level of 16-bit samples (0 when `muted`: they are not sent).
+    public init(samples: UnsafeBufferPointer<Int16>, timeMicros: UInt64, sampleRate: Int, muted: Bool = false) {
         var sum = 0.0
-        for sample in samples { sum += Double(sample) * Double(sample) }
+        if !muted { for sample in samples { sum += Double(sample) * Double(sample) } }
         let rms = samples.isEmpty ? 0 : (sum / Double(samples.count)).squareRoot() / 32768
         self.init(timeMicros: timeMicros, rms: rms,
-                  durationMicros: UInt64(samples.count) * 1_000_000 / UInt64(max(sampleRate, 1)))
+                  durationMicros: UInt64(samples.count) * 1_000_000 / UInt64(max(sampleRate, 1)), muted: muted)
     }
 }

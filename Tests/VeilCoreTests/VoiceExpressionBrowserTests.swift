@@ -63,9 +63,12 @@ final class VoiceExpressionBrowserTests: XCTestCase {
             times.append(t)
         }
         let seed: UInt64 = 0xC0FF_EE12_3456_789A
+        // Muted for a stretch in the middle of the loud speech.
+        let mutedSpan = (loud.count * 2 / 5)..<(loud.count * 3 / 5)
+        let muted = levels.indices.map { mutedSpan.contains($0) }
 
         var generator = VoiceExpressionGenerator(seed: seed)
-        let swift = zip(levels, times).map { generator.update(level: $0, at: $1) }
+        let swift = levels.indices.map { generator.update(level: levels[$0], at: times[$0], muted: muted[$0]) }
 
         let voiceURL = Self.repository.appendingPathComponent("web/voice.js")
         XCTAssertTrue(FileManager.default.fileExists(atPath: voiceURL.path))
@@ -76,10 +79,11 @@ final class VoiceExpressionBrowserTests: XCTestCase {
         import { VoiceExpression } from '\(voiceURL.absoluteString)';
         const levels = \(list(levels));
         const times = \(list(times));
+        const muted = [\(muted.map { $0 ? "true" : "false" }.joined(separator: ","))];
         const voice = new VoiceExpression({ seed: \(seed)n });
         const rows = [];
         for (let i = 0; i < levels.length; i++) {
-          const e = voice.update(levels[i], times[i]);
+          const e = voice.update(levels[i], times[i], muted[i]);
           rows.push([...e.coefficients, e.headPose.yaw, e.headPose.pitch, e.headPose.roll, e.gaze === null ? 1 : 0].join(' '));
         }
         document.getElementById('out').textContent = rows.join(';');
@@ -101,7 +105,9 @@ final class VoiceExpressionBrowserTests: XCTestCase {
         XCTAssertLessThan(worstPose, 1e-3)
         // The comparison covered a moving face: the mouth opened in both halves, the eyes blinked.
         let jaw = swift.map { $0[.jawOpen] }
-        XCTAssertGreaterThan(jaw.prefix(loud.count).max() ?? 0, 0.4)
+        XCTAssertGreaterThan(jaw.prefix(mutedSpan.lowerBound).max() ?? 0, 0.4)
+        XCTAssertEqual(jaw[mutedSpan].max(), 0, "muted: the mouth is closed from the first update")
+        XCTAssertGreaterThan(jaw[mutedSpan.upperBound..<loud.count].max() ?? 0, 0.3, "unmuted: the mouth follows the voice again")
         XCTAssertGreaterThan(jaw.suffix(loud.count).max() ?? 0, 0.3)
         XCTAssertGreaterThan(swift.map { $0[.eyeBlinkLeft] }.max() ?? 0, 0.9)
     }
