@@ -5,9 +5,10 @@
 
 const NAME = /^[A-Za-z0-9._\-@+~]{1,64}$/;
 const CHANNEL_LABEL = 'expressions';
-const PING_MILLIS = 1000;
-const FRAME_MILLIS = 1000 / 30;
-const STATS_MILLIS = 1000;
+const FRAMES_PER_SECOND = 30;
+const FRAME_MILLIS = 1000 / FRAMES_PER_SECOND;
+/** Ping and statistics once a second: every 30th tick of the frame clock. */
+const TICKS_PER_SECOND = FRAMES_PER_SECOND;
 /** A connected peer silent this long, or failed/disconnected this long, is renegotiated (as `veil call`). */
 const SILENCE_MILLIS = 3000;
 const DISCONNECTED_MILLIS = 2000;
@@ -38,8 +39,8 @@ const ERRORS = {
   video_not_allowed: 'Veil carries voice and expressions only, never video.',
 };
 
-// Filled in by boot(): the modules of the rig and voice engineers.
-let wire = null, avatar = null, voice = null;
+// Filled in by boot(): the wire codec, the avatar, the voice-driven face and the frame clock.
+let wire = null, avatar = null, voice = null, clock = null;
 
 /** What tests (and the curious) can read: window.veil. */
 const debug = {
@@ -48,12 +49,13 @@ const debug = {
 };
 window.veil = debug;
 
-const $ = (id) => document.getElementById(id);
+/** An element of the page, or of the picture-in-picture window while the avatars are in it. */
+const $ = (id) => document.getElementById(id) || state.pip?.window?.document.getElementById(id) || null;
 const state = {
   ws: null, room: '', user: '', joined: false, leaving: false, muted: false,
-  stream: null, track: null, audioContext: null, levelAnalyser: null, levelBuffer: null,
+  stream: null, track: null, audioContext: null, frameClock: null, ticks: 0,
   certificate: null, certificatePromise: null, rig: null, renderer: null,
-  remotes: new Map(), iceServers: [], timers: [], sequence: 0, voiceExpression: null, selfExpression: null,
+  remotes: new Map(), iceServers: [], sequence: 0, voiceExpression: null, selfExpression: null, pip: null,
   background: null, style: null, sinkId: '', joinStarted: 0,
 };
 
@@ -71,6 +73,8 @@ async function boot() {
   $('join-form').addEventListener('submit', (event) => { event.preventDefault(); join(); });
   $('leave').addEventListener('click', () => leave());
   $('mute').addEventListener('click', () => setMuted(!state.muted));
+  $('pip').addEventListener('click', () => togglePictureInPicture());
+  $('pip').hidden = !pictureInPictureKind();
   $('corner').addEventListener('change', (e) => { $('self').dataset.corner = e.target.value; store('corner', e.target.value); });
   $('background').addEventListener('change', (e) => { state.background = e.target.value; store('background', e.target.value); });
   $('output').addEventListener('change', (e) => setOutput(e.target.value));
@@ -78,12 +82,14 @@ async function boot() {
   // resumes the call, and otherwise the others see the participant time out.
   for (const id of ['room', 'user', 'token']) $(id).addEventListener('input', () => $(id).removeAttribute('aria-invalid'));
 
-  state.modules = Promise.allSettled([import('./wire.js'), import('./avatar.js'), import('./voice.js')]);
-  const [w, a, v] = await state.modules;
+  document.addEventListener('visibilitychange', visibilityChanged);
+  state.modules = Promise.allSettled([import('./wire.js'), import('./avatar.js'), import('./voice.js'), import('./frame-clock.js')]);
+  const [w, a, v, c] = await state.modules;
   if (w.status === 'fulfilled') wire = w.value;
   if (a.status === 'fulfilled') avatar = a.value;
   if (v.status === 'fulfilled') voice = v.value;
-  if (!wire) showLobbyMessage('This page is incomplete (wire.js did not load): reload, or tell whoever runs the server.');
+  if (c.status === 'fulfilled') clock = c.value;
+  if (!wire || !clock) showLobbyMessage(`This page is incomplete (${wire ? 'frame-clock.js' : 'wire.js'} did not load): reload, or tell whoever runs the server.`);
   if (avatar) {
     try {
       state.rig = await avatar.loadRig('avatar-rig.json');
@@ -153,7 +159,7 @@ async function join() {
   if ($('join').disabled) return;
   $('join').disabled = true;
   await state.modules;
-  if (!wire) { $('join').disabled = false; return showLobbyMessage('This page is incomplete (wire.js did not load): reload it.'); }
+  if (!wire || !clock) { $('join').disabled = false; return showLobbyMessage('This page is incomplete (a script did not load): reload it.'); }
   // A new generation: timers of an earlier call (a pending automatic rejoin) no longer act, and the
   // voice-driven face is seeded anew from this name.
   Object.assign(state, { room, user, leaving: false, joined: false, muted: false, sequence: 0,
@@ -213,15 +219,7 @@ async function openMicrophone() {
   state.stream = stream;
   state.track = stream.getAudioTracks()[0];
   state.track.enabled = !state.muted;
-  if (voice?.MicrophoneLevel) {
-    state.level = new voice.MicrophoneLevel(stream, { audioContext: state.audioContext });
-  } else {
-    const source = state.audioContext.createMediaStreamSource(stream);
-    state.levelAnalyser = state.audioContext.createAnalyser();
-    state.levelAnalyser.fftSize = 1024;
-    state.levelBuffer = new Float32Array(state.levelAnalyser.fftSize);
-    source.connect(state.levelAnalyser);
-  }
+  state.frameClock?.listen(stream);
   if (problem) showCallMessage(problem);
   return stream;
 }
@@ -361,6 +359,7 @@ function leave() {
 
 function endCall(text, info = false) {
   debug.status = 'left';
+  closePictureInPicture();
   stopMicrophone();
   closeEverything();
   $('call').hidden = true;
@@ -376,11 +375,11 @@ function closeEverything() {
 
 function stopMicrophone() {
   state.stream?.getTracks().forEach((t) => t.stop());
-  try { state.level?.close(); } catch { /* closed */ }
+  state.frameClock?.listen(null);
   // The stand-in for a missing microphone would otherwise run in the audio context for good.
   try { state.silence?.stop(); state.silence?.disconnect(); } catch { /* stopped */ }
   state.silence = null;
-  state.stream = null; state.track = null; state.level = null; state.levelAnalyser = null; state.microphone = null;
+  state.stream = null; state.track = null; state.microphone = null;
 }
 
 function showLobbyMessage(text, info = false) {
@@ -400,40 +399,59 @@ function showCallMessage(text) {
   showCallMessage.timer = setTimeout(() => { box.hidden = true; }, 8000);
 }
 
-// MARK: - Timers: ping, own expressions, statistics, drawing
+// MARK: - The frame clock: own expressions, ping, statistics; and drawing
 
+/**
+ * Everything the page does on a schedule runs on the frame clock (frame-clock.js), which ticks
+ * 30 times a second from the audio thread (or a worker) and so keeps going in a background tab,
+ * where the page's own timers would be throttled to about once a second: the own expression
+ * every tick, the server ping and the statistics every 30th. Drawing follows the screen
+ * (requestAnimationFrame), which stops while the page is hidden and resumes with the current
+ * expression when it shows again.
+ */
 function startTimers() {
   stopTimers();
-  state.timers.push(setInterval(() => send({ type: 'ping', t: Date.now() }), PING_MILLIS));
-  state.timers.push(setInterval(sendExpression, FRAME_MILLIS));
-  state.timers.push(setInterval(collectStatistics, STATS_MILLIS));
+  state.frameClock = new clock.FrameClock({ audioContext: state.audioContext, framesPerSecond: FRAMES_PER_SECOND, onTick: tick });
+  state.frameClock.start();
+  if (state.stream) state.frameClock.listen(state.stream);
+  debug.clock = state.frameClock.ticks;
   if (!state.drawing) { state.drawing = true; requestAnimationFrame(draw); }
 }
 
 function stopTimers() {
-  state.timers.forEach(clearInterval);
-  state.timers = [];
+  state.frameClock?.stop();
+  state.frameClock = null;
 }
 
-/** Speech level of the own microphone, 0…1 (RMS); 0 when muted. */
-function microphoneLevel() {
-  if (state.muted) return 0;
-  if (state.level) return Math.min(1, state.level.read());
-  return Math.min(1, analyserLevel(state.levelAnalyser, state.levelBuffer));
+function tick({ level, captureMillis, source }) {
+  debug.clockSource = source;
+  sendExpression(level, captureMillis);
+  // A hidden page gets no animation frames; the picture-in-picture window still shows the call.
+  if (state.pip && document.hidden) drawFrame();
+  state.ticks++;
+  if (state.ticks % TICKS_PER_SECOND === 0) {
+    send({ type: 'ping', t: Date.now() });
+    collectStatistics();
+  }
 }
 
-/** ~30 times a second: the own voice-driven expression, drawn in the inset and sent to everyone. */
-function sendExpression() {
-  const now = performance.now();
+/**
+ * One tick's own voice-driven expression, captured at `captureMillis` (performance.now() clock)
+ * with the microphone at `level` (RMS): drawn in the inset and sent to everyone. Muted, the mouth
+ * is closed from the first tick after the mute.
+ */
+function sendExpression(level, captureMillis) {
   let expression = wire.neutralExpression();
   if (voice) {
     state.voiceExpression = state.voiceExpression || new voice.VoiceExpression({ seed: seedOf(state.user) });
-    try { expression = state.voiceExpression.update(microphoneLevel(), now / 1000) || expression; } catch (e) { console.warn(e); }
+    try {
+      expression = state.voiceExpression.update(state.muted ? 0 : Math.min(1, level), captureMillis / 1000, state.muted) || expression;
+    } catch (e) { console.warn(e); }
   }
   state.selfExpression = expression;
   // Stamped on the clock Chrome's RTCP sender reports use (NTP wall clock), so that receivers can
   // align the expression with the voice captured at the same moment.
-  const captureTimeMicros = Math.round((performance.timeOrigin + now) * 1000 + NTP_UNIX_OFFSET_MICROS);
+  const captureTimeMicros = Math.round((performance.timeOrigin + captureMillis) * 1000 + NTP_UNIX_OFFSET_MICROS);
   let bytes;
   try {
     bytes = wire.encodeFrame({ sequence: state.sequence >>> 0, captureTimeMicros, state: 'tracked', isVoiceDriven: true, expression });
@@ -638,6 +656,7 @@ function useChannel(remote, channel) {
     const arrival = performance.now();
     remote.lastHeard = arrival;
     remote.debug.framesDecoded++;
+    remote.debug.lastReceivedSequence = frame.sequence;
     if (frame.isVoiceDriven) remote.debug.voiceDriven++;
     remote.frames.push({ frame, arrival });
     if (remote.frames.length > 90) remote.frames.splice(0, remote.frames.length - 90);
@@ -866,15 +885,33 @@ function drawAvatar(canvas, expression) {
 
 function draw() {
   if (!state.joined && debug.status !== 'joining') { state.drawing = false; return; }
+  drawFrame();
+  requestAnimationFrame(draw);
+}
+
+/** Every avatar as it is now. */
+function drawFrame() {
   const now = performance.now();
   for (const remote of state.remotes.values()) {
     if (!remote.canvas) continue;
     const expression = expressionFor(remote, now);
     remote.debug.lastExpression = expression;
+    remote.debug.drawnSequence = remote.debug.lastSequence;
     drawAvatar(remote.canvas, expression);
   }
   if ($('self').dataset.corner !== 'hidden') drawAvatar($('self-canvas'), state.selfExpression);
-  requestAnimationFrame(draw);
+  if (state.pip?.kind === 'video') composePictureInPicture();
+  debug.framesDrawn = (debug.framesDrawn || 0) + 1;
+}
+
+/** A page shown again draws the current expressions at once, not at the next animation frame. */
+function visibilityChanged() {
+  debug.visibility = document.visibilityState;
+  if (document.visibilityState !== 'visible' || !state.drawing) return;
+  drawFrame();
+  // What was drawn, against the newest frame received: for tests and the curious.
+  debug.drawnOnShow = { at: performance.now(), remotes: Object.fromEntries([...state.remotes.values()]
+    .map((r) => [r.user, { drawn: r.debug.drawnSequence, newest: r.debug.lastReceivedSequence }])) };
 }
 
 // MARK: - Controls
@@ -905,6 +942,115 @@ async function setOutput(deviceId) {
   for (const remote of state.remotes.values()) {
     try { await remote.audio?.setSinkId(deviceId); } catch (error) { showCallMessage(`Cannot play on that output: ${error.message}`); }
   }
+}
+
+// MARK: - Picture-in-picture
+
+/**
+ * Which floating window this browser can keep on top of other tabs and apps: 'document' (Document
+ * Picture-in-Picture: the call's own avatar tiles, names and mute badges move into it), 'video' (a
+ * <video> of the avatars drawn onto one canvas), or null.
+ */
+function pictureInPictureKind() {
+  if ('documentPictureInPicture' in window) return 'document';
+  if (document.pictureInPictureEnabled && HTMLCanvasElement.prototype.captureStream) return 'video';
+  return null;
+}
+
+async function togglePictureInPicture() {
+  if (state.pip) return closePictureInPicture();
+  if (!state.joined) return;
+  try {
+    if (pictureInPictureKind() === 'document') await openDocumentPictureInPicture();
+    else if (pictureInPictureKind() === 'video') await openVideoPictureInPicture();
+  } catch (error) {
+    state.pip = null;
+    showCallMessage(`The floating window did not open: ${error.message}`);
+  }
+  debug.pip = state.pip?.kind || null;
+  $('pip').setAttribute('aria-pressed', String(!!state.pip));
+  $('pip').textContent = state.pip ? 'Back to the tab' : 'Pop out';
+}
+
+/** The avatars (others' tiles and the own inset) move into a floating window; they come back when it closes. */
+async function openDocumentPictureInPicture() {
+  const pip = await window.documentPictureInPicture.requestWindow({ width: 400, height: 300 });
+  const style = pip.document.createElement('link');
+  style.rel = 'stylesheet';
+  style.href = new URL('veil.css', location.href).href;
+  pip.document.head.append(style);
+  pip.document.title = `Veil · ${state.room}`;
+  pip.document.body.className = 'pip';
+  const moved = [$('grid'), $('self')].map((element) => {
+    const placeholder = document.createComment(element.id);
+    element.replaceWith(placeholder);
+    pip.document.body.append(element);
+    return { element, placeholder };
+  });
+  state.pip = { kind: 'document', window: pip, moved };
+  pip.addEventListener('pagehide', () => { if (state.pip?.window === pip) returnFromPictureInPicture(); });
+  drawFrame();
+}
+
+/** The avatars drawn onto one canvas, whose stream a <video> shows in the browser's video window. */
+async function openVideoPictureInPicture() {
+  const canvas = document.createElement('canvas');
+  canvas.width = 480; canvas.height = 360;
+  const video = $('pip-video');
+  state.pip = { kind: 'video', canvas, video };
+  composePictureInPicture();
+  video.srcObject = canvas.captureStream(FRAMES_PER_SECOND);
+  await video.play();
+  await video.requestPictureInPicture();
+  video.addEventListener('leavepictureinpicture', () => { if (state.pip?.video === video) returnFromPictureInPicture(); }, { once: true });
+}
+
+/** The video window's picture: each other participant's avatar in a grid, with name and mute state. */
+function composePictureInPicture() {
+  const { canvas } = state.pip;
+  const ctx = canvas.getContext('2d');
+  ctx.fillStyle = '#0d0f12';
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const remotes = [...state.remotes.values()].filter((r) => r.canvas);
+  const columns = Math.ceil(Math.sqrt(Math.max(remotes.length, 1))), rows = Math.ceil(Math.max(remotes.length, 1) / columns);
+  const w = canvas.width / columns, h = canvas.height / rows;
+  remotes.forEach((remote, i) => {
+    const x = (i % columns) * w, y = Math.floor(i / columns) * h;
+    if (remote.canvas.width && remote.canvas.height) ctx.drawImage(remote.canvas, x, y, w, h);
+    const label = remote.muted ? `${remote.user} · muted` : remote.user;
+    ctx.font = '14px system-ui, sans-serif';
+    ctx.fillStyle = 'rgba(0, 0, 0, .55)';
+    ctx.fillRect(x + 6, y + h - 26, ctx.measureText(label).width + 12, 20);
+    ctx.fillStyle = remote.muted ? '#f85149' : '#e6edf3';
+    ctx.fillText(label, x + 12, y + h - 11);
+  });
+  if (!remotes.length) {
+    ctx.fillStyle = '#8b949e';
+    ctx.font = '16px system-ui, sans-serif';
+    ctx.fillText('Waiting for others…', 20, canvas.height / 2);
+  }
+}
+
+function closePictureInPicture() {
+  const pip = state.pip;
+  if (!pip) return;
+  returnFromPictureInPicture();
+  if (pip.kind === 'document') pip.window.close();
+  if (pip.kind === 'video' && document.pictureInPictureElement) document.exitPictureInPicture().catch(() => {});
+}
+
+/** The floating window closed (by the user or the page): everything is back in the tab. */
+function returnFromPictureInPicture() {
+  const pip = state.pip;
+  if (!pip) return;
+  state.pip = null;
+  if (pip.kind === 'document') for (const { element, placeholder } of pip.moved) placeholder.replaceWith(element);
+  if (pip.kind === 'video') { pip.video.srcObject = null; }
+  debug.pip = null;
+  const button = $('pip');
+  button.setAttribute('aria-pressed', 'false');
+  button.textContent = 'Pop out';
+  if (state.drawing) drawFrame();
 }
 
 navigator.mediaDevices?.addEventListener?.('devicechange', () => { if (state.joined) updateOutputs(); });

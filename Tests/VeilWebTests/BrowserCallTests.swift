@@ -76,7 +76,7 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertTrue(wait(10) { carolLog.joined }, "carol did not join")
         let native = try veil(["call", "--server", server.webSocketURL!.absoluteString, "--room", "r1", "--user", "native",
                                "--token", try token("r1", "native"), "--video", clip.path, "--audio-in", "tone",
-                               "--out", "none", "--audio-out", "none", "--duration", "16", "--json"])
+                               "--out", "none", "--audio-out", "none", "--duration", "60", "--json"])
         XCTAssertTrue(wait(10) { carolLog.events.contains { if case .participantJoined("native") = $0 { true } else { false } } },
                       "veil call did not join")
 
@@ -160,6 +160,9 @@ final class BrowserCallTests: XCTestCase {
         try assertNeverAskedForVideo(browser)
         try browser.execute("document.getElementById('leave').click()")
 
+        // veil call reports the browser leaving; its statistics so far are all the test needs.
+        XCTAssertTrue(wait(5) { native.output().contains("\"participantLeft\"") }, "veil call did not see the browser leave")
+        native.process.terminate()
         native.process.waitUntilExit()
         let lines = native.output().split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         let webPeers = lines.filter { $0["event"] as? String == "statistics" }
@@ -167,6 +170,162 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertTrue(webPeers.contains { ($0["audioBitrateIn"] as? Double ?? 0) > 8000 }, "veil call should receive the browser's voice: \(webPeers)")
         XCTAssertTrue(webPeers.contains { ($0["expressionFramesPerSecond"] as? Double ?? 0) > 20 }, "veil call should receive ~30 frames/s: \(webPeers)")
         XCTAssertTrue(lines.contains { $0["event"] as? String == "participantLeft" && $0["user"] as? String == "web" && $0["reason"] as? String == "left" })
+    }
+
+    /// A participant who switches away from the call's tab keeps their avatar alive for the others:
+    /// the page's frames run on the audio clock, which browsers do not throttle (its own timers
+    /// drop to about one a second while hidden, as chromedriver is told to leave them; the other
+    /// side sends silence, since a page that plays sound is spared the throttling). `veil call`
+    /// receives the hidden page's frames at 25 frames/s or more, as when it is in view; and when
+    /// the page shows again it draws the current expression at once.
+    func testAHiddenPageKeepsSendingItsAvatar() throws {
+        let native = try veil(["call", "--server", server.webSocketURL!.absoluteString, "--room", "r10", "--user", "native",
+                               "--token", try token("r10", "native"), "--camera", "none", "--audio-in", "none",
+                               "--out", "none", "--audio-out", "none", "--duration", "40", "--json"])
+        XCTAssertTrue(wait(10) { self.server.status().participants == 1 }, "veil call did not join")
+        let browser = try browser(audioFile: makeSpeech())
+        defer { browser.delete() }
+        try openPage(browser, room: "r10", user: "web")
+        try browser.execute("""
+            const v = window.veil;
+            v.visibilityLog = [];
+            document.addEventListener('visibilitychange', () => v.visibilityLog.push([document.visibilityState, performance.now()]));
+            v.timerTicks = 0;
+            setInterval(() => v.timerTicks++, 1000 / 30);
+            """)
+        try browser.execute("document.getElementById('join').click()")
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.native && window.veil.remotes.native.state === 'connected' && window.veil.remotes.native.framesDecoded > 30", timeout: 15),
+                      pageState(browser))
+        Thread.sleep(forTimeInterval: 2.5)
+
+        func figures() throws -> [String: Double] {
+            let value = try browser.execute("""
+                const v = window.veil, r = v.remotes.native;
+                return { now: performance.now(), timerTicks: v.timerTicks, audioTicks: v.clock?.audio ?? 0, workerTicks: v.clock?.worker ?? 0,
+                         sent: v.framesSent, received: r.framesDecoded, lastReceived: r.lastReceivedSequence };
+                """) as? [String: Any] ?? [:]
+            return value.compactMapValues { ($0 as? NSNumber)?.doubleValue }
+        }
+        let shown = try figures()
+        try browser.minimize()
+        let hiddenAt = Date()
+        XCTAssertTrue(try browser.wait(for: "document.visibilityState === 'hidden'", timeout: 3), "minimising did not hide the page")
+        Thread.sleep(forTimeInterval: 9)
+        let hidden = try figures()
+        let shownAgainAt = Date()
+        try browser.restore()
+        XCTAssertTrue(try browser.wait(for: "document.visibilityState === 'visible'", timeout: 3), "the page did not show again")
+        let back = try figures()
+        let log = try browser.execute("return window.veil.visibilityLog") as? [[Any]] ?? []
+
+        let seconds = ((hidden["now"] ?? 0) - (shown["now"] ?? 0)) / 1000
+        func rate(_ key: String) -> Double { ((hidden[key] ?? 0) - (shown[key] ?? 0)) / max(seconds, 0.001) }
+        print(String(format: "hidden page, %.1f s: frames sent %.1f/s (audio-clock ticks %.1f/s, worker ticks %.1f/s); the page's own 30/s timer ran %.1f/s; frames received %.1f/s",
+                     seconds, rate("sent"), rate("audioTicks"), rate("workerTicks"), rate("timerTicks"), rate("received")))
+        // The test did hide the page: its own timers were throttled.
+        XCTAssertEqual(log.first?.first as? String, "hidden", "visibility changes: \(log)")
+        XCTAssertLessThan(rate("timerTicks"), 10, "a hidden page's timers should be throttled, or the test does not test anything")
+        XCTAssertGreaterThanOrEqual(rate("sent"), 25, pageState(browser))
+
+        // veil call's statistics over windows (2 s each) that lie wholly inside the hidden time.
+        let statistics = native.events().filter { $0.event["event"] as? String == "statistics"
+            && $0.arrived > hiddenAt.addingTimeInterval(2.5) && $0.arrived <= shownAgainAt }
+        let received = statistics.compactMap { entry in
+            (entry.event["peers"] as? [[String: Any]])?.first { $0["user"] as? String == "web" }?["expressionFramesPerSecond"] as? Double
+        }
+        print("veil call ← hidden page: expression frames/s \(received.map { String(format: "%.1f", $0) }.joined(separator: ", "))")
+        XCTAssertGreaterThanOrEqual(received.count, 2, "veil call reported no statistics while the page was hidden: \(native.output().suffix(2000))")
+        XCTAssertTrue(received.allSatisfy { $0 >= 25 }, "veil call should receive ≥ 25 frames/s from a hidden page: \(received)")
+
+        // Shown again: drawn at once (in the visibility change itself), with a current frame.
+        let onShow = try browser.execute("return window.veil.drawnOnShow") as? [String: Any]
+        let drawnAt = (onShow?["at"] as? NSNumber)?.doubleValue ?? -1
+        let sequences = (onShow?["remotes"] as? [String: Any])?["native"] as? [String: Any]
+        let drawn = (sequences?["drawn"] as? NSNumber)?.doubleValue ?? -1, newest = (sequences?["newest"] as? NSNumber)?.doubleValue ?? -1
+        print(String(format: "shown again: drawn %.1f ms into the page's return, frame %.0f of the newest %.0f received (%.0f arrived while hidden)",
+                     drawnAt - (hidden["now"] ?? 0), drawn, newest, newest - (shown["lastReceived"] ?? 0)))
+        XCTAssertGreaterThan(drawnAt, hidden["now"] ?? .infinity, "the page did not draw when it became visible: \(String(describing: onShow))")
+        XCTAssertGreaterThan(drawn, shown["lastReceived"] ?? .infinity, "shown again, the page drew a frame from before it was hidden")
+        XCTAssertLessThanOrEqual(newest - drawn, 15, "shown again, the page drew an old expression (the voice's playout delay is a few frames)")
+        XCTAssertEqual(back["lastReceived"].map { $0 >= newest }, true)
+        try browser.execute("document.getElementById('leave').click()")
+    }
+
+    /// "Pop out" puts the call in a floating window that stays on top, as call apps on phones do:
+    /// with Document Picture-in-Picture the others' tiles (avatar, name, mute state) and the own
+    /// inset move into it and come back when it closes; without it (the API removed here), a video
+    /// of the avatars plays picture-in-picture. While the tab is hidden both keep drawing and the
+    /// page keeps sending. (That the window floats above other applications is the browser's and
+    /// the desktop's doing, and was not checked here: headless chromium has no desktop.)
+    func testPictureInPictureKeepsTheCallInView() throws {
+        let (carol, carolLog) = try nativeSession(room: "r11", user: "carol")
+        let sender = sendExpressions(from: carol, jaw: Jaw(0.3))
+        defer { sender.cancel() }
+        XCTAssertTrue(wait(10) { carolLog.joined })
+        carol.setMuted(true)
+        for kind in ["document", "video"] {
+            let browser = try browser()
+            defer { browser.delete() }
+            if kind == "video" { try browser.addScriptAtDocumentStart("delete window.documentPictureInPicture;") }
+            try openPage(browser, room: "r11", user: "web")
+            try browser.execute("document.getElementById('join').click()")
+            XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol && window.veil.remotes.carol.state === 'connected' && window.veil.remotes.carol.framesDecoded > 10", timeout: 15),
+                          pageState(browser))
+            XCTAssertEqual(try browser.execute("return document.getElementById('pip').hidden") as? Bool, false, "no Pop out button")
+            try browser.click("#pip")
+            XCTAssertTrue(try browser.wait(for: "window.veil.pip === '\(kind)'", timeout: 5), "\(kind): the floating window did not open: \(pageState(browser))")
+            if kind == "document" {
+                // The tiles live in the floating window now, with the name and the mute state.
+                let inWindow = try browser.execute("""
+                    const d = documentPictureInPicture.window?.document;
+                    const tile = d?.querySelector('figure.tile[data-user="carol"]');
+                    return [!!d?.getElementById('self-canvas'), tile?.querySelector('figcaption span')?.textContent ?? '',
+                            tile ? !tile.querySelector('.muted-badge').hidden : false, document.querySelectorAll('figure.tile').length];
+                    """) as? [Any] ?? []
+                XCTAssertEqual(inWindow.first as? Bool, true, "the own inset should be in the floating window: \(inWindow)")
+                XCTAssertEqual(inWindow.dropFirst().first as? String, "carol")
+                XCTAssertEqual(inWindow.dropFirst(2).first as? Bool, true, "carol's mute state should show in the floating window")
+                XCTAssertEqual(inWindow.last as? Int, 0, "no tile should stay behind in the tab")
+                XCTAssertEqual(try browser.windowHandles().count, 2, "the floating window is a window of its own")
+            } else {
+                XCTAssertEqual(try browser.execute("return document.pictureInPictureElement?.id") as? String, "pip-video")
+            }
+            // The tab goes to the background; the floating window keeps drawing and the page sending.
+            func counts() throws -> [Double] {
+                (try browser.execute("return [performance.now(), window.veil.framesDrawn, window.veil.framesSent]") as? [NSNumber] ?? []).map(\.doubleValue)
+            }
+            try browser.minimize()
+            XCTAssertTrue(try browser.wait(for: "document.visibilityState === 'hidden'", timeout: 3))
+            let a = try counts()
+            Thread.sleep(forTimeInterval: 4)
+            let b = try counts()
+            let seconds = ((b.first ?? 0) - (a.first ?? 0)) / 1000
+            let drawn = ((b.dropFirst().first ?? 0) - (a.dropFirst().first ?? 0)) / max(seconds, 0.001)
+            let sent = ((b.last ?? 0) - (a.last ?? 0)) / max(seconds, 0.001)
+            print(String(format: "picture-in-picture (%@), tab hidden %.1f s: drawn %.1f/s, sent %.1f frames/s", kind, seconds, drawn, sent))
+            XCTAssertGreaterThanOrEqual(drawn, 20, "\(kind): the floating window should keep drawing while the tab is hidden")
+            XCTAssertGreaterThanOrEqual(sent, 25, "\(kind): the page should keep sending while the tab is hidden")
+            if kind == "video" {
+                // The video window shows the avatar, and the name with the mute state.
+                let picture = try browser.execute("""
+                    const c = document.createElement('canvas'), v = document.getElementById('pip-video');
+                    c.width = v.videoWidth; c.height = v.videoHeight;
+                    const x = c.getContext('2d'); x.drawImage(v, 0, 0);
+                    const d = x.getImageData(0, 0, c.width, c.height).data;
+                    let bright = 0; for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] > 300) bright++;
+                    return [c.width, c.height, bright / (d.length / 4)];
+                    """) as? [NSNumber] ?? []
+                print("picture-in-picture video: \(picture)")
+                XCTAssertEqual(picture.first?.intValue, 480)
+                XCTAssertGreaterThan(picture.last?.doubleValue ?? 0, 0.01, "the video window shows no avatar")
+            }
+            try browser.restore()
+            // Closing it brings everything back into the tab.
+            try browser.execute(kind == "document" ? "documentPictureInPicture.window.close()" : "document.exitPictureInPicture()")
+            XCTAssertTrue(try browser.wait(for: "window.veil.pip === null && document.querySelector('figure.tile[data-user=\"carol\"]') !== null && document.getElementById('self-canvas') !== null", timeout: 5),
+                          "\(kind): closing the floating window should bring the call back: \(pageState(browser))")
+            try browser.execute("document.getElementById('leave').click()")
+        }
     }
 
     /// A bad token gets a clear message on the page, and the page makes no connection and asks
@@ -693,8 +852,31 @@ final class BrowserCallTests: XCTestCase {
     final class Child: Sendable {
         nonisolated(unsafe) let process: Process
         let collected = Mutex(Data())
+        /// When each complete line of output arrived.
+        private let arrivals = Mutex<[Date]>([])
         init(process: Process) { self.process = process }
         func output() -> String { String(decoding: collected.withLock { $0 }, as: UTF8.self) }
+
+        func append(_ data: Data) {
+            collected.withLock { $0.append(data) }
+            let now = Date()
+            arrivals.withLock { $0 += Array(repeating: now, count: data.reduce(0) { $0 + ($1 == 10 ? 1 : 0) }) }
+        }
+
+        /// The complete lines of output so far, each with when it arrived.
+        func timedLines() -> [(arrived: Date, line: String)] {
+            let text = output()
+            let times = arrivals.withLock { $0 }
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+            return Array(zip(times, lines))
+        }
+
+        /// Its `--json` events, each with when it arrived.
+        func events() -> [(arrived: Date, event: [String: Any])] {
+            timedLines().compactMap { arrived, line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]).map { (arrived, $0) }
+            }
+        }
     }
 
     /// `veil args` as a child process (the executable built next to the tests), headless, its
@@ -720,7 +902,7 @@ final class BrowserCallTests: XCTestCase {
         let child = Child(process: process)
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil } else { child.collected.withLock { $0.append(data) } }
+            if data.isEmpty { handle.readabilityHandler = nil } else { child.append(data) }
         }
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice

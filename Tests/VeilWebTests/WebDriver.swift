@@ -166,9 +166,12 @@ final class WebDriver {
         if fakeMediaPermission { arguments.append("--use-fake-ui-for-media-stream") }
         if let audioFile { arguments.append("--use-file-for-fake-audio-capture=\(audioFile.path)") }
         arguments += extraArguments
+        // chromedriver turns off the throttling of background pages' timers by default; a user's
+        // browser has it, and the page must work with it (a hidden page's timers run about once a second).
         let capabilities: [String: Any] = ["capabilities": ["alwaysMatch": [
             "browserName": "chrome",
-            "goog:chromeOptions": ["binary": Self.chromium, "args": arguments],
+            "goog:chromeOptions": ["binary": Self.chromium, "args": arguments,
+                                   "excludeSwitches": ["disable-background-timer-throttling", "disable-backgrounding-occluded-windows"]],
             "goog:loggingPrefs": ["browser": "ALL"],
         ]]]
         let answer = try request("POST", "session", capabilities, timeout: 60) as? [String: Any]
@@ -241,6 +244,27 @@ final class BrowserSession {
             throw WebDriver.Failure(description: "no screenshot")
         }
         return data
+    }
+
+    /// Clicks the element `selector` finds as a user would (a real input event, which gives the page
+    /// the user activation that APIs such as picture-in-picture require; a script's `click()` does not).
+    func click(_ selector: String) throws {
+        let answer = try driver.request("POST", "session/\(id)/element", ["using": "css selector", "value": selector]) as? [String: Any]
+        guard let element = (answer?["value"] as? [String: Any])?.values.first as? String else {
+            throw WebDriver.Failure(description: "no element \(selector)")
+        }
+        try driver.request("POST", "session/\(id)/element/\(element)/click", [:])
+    }
+
+    /// Minimises the browser window: its page becomes hidden, as when the user switches to another
+    /// tab or application (in headless chromium a second tab in front does not hide the first).
+    func minimize() throws {
+        try driver.request("POST", "session/\(id)/window/minimize", [:])
+    }
+
+    /// Brings the minimised window back: its page is visible again.
+    func restore() throws {
+        try driver.request("POST", "session/\(id)/window/rect", ["width": 1000, "height": 700])
     }
 
     /// Window handles, open a new tab, switch to one, close the current one.
