@@ -5,6 +5,14 @@
  * models' known behaviour on real photos). */
 #ifndef VEIL_LITERT_MIN_H
 #define VEIL_LITERT_MIN_H
+
+/* The runtime is unpacked from its wheel by scripts/bootstrap, which `make` runs; a plain
+ * `swift build` in a fresh checkout would otherwise fail only at link time, with "cannot find -lLiteRt". */
+#if defined(__has_include)
+#if !__has_include("../../.cache/veil/lib/libLiteRt.so")
+#error "LiteRT is not installed in this checkout yet: run `make` (or `scripts/bootstrap`) once, then `swift build` works. See README.md."
+#endif
+#endif
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
