@@ -23,6 +23,8 @@ let package = Package(
         // C shim: typed wrappers for GObject's variadic calls (g_signal_emit_by_name, g_object_get/set).
         .target(name: "CVeilGLib", dependencies: ["CGStreamer"]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
+        // Xlib: the window `veil call --out window` draws in, which Veil keeps on top in its compact mode.
+        .systemLibrary(name: "CX11", pkgConfig: "x11", providers: [.apt(["libx11-dev"])]),
         .systemLibrary(name: "CLiteRt"),
 
         // Pure Swift, Foundation only: landmarks, Expression, wire codec, estimator, filters, rig.
@@ -35,7 +37,7 @@ let package = Package(
         .target(name: "VeilTracking", dependencies: ["VeilCore", "CLiteRt"],
                 linkerSettings: [.unsafeFlags(["-L\(liteRtDir)", "-Xlinker", "-rpath", "-Xlinker", liteRtDir])]),
         // GStreamer sources and sinks: files, images, image sequences, v4l2; MP4/WebM/PNG out.
-        .target(name: "VeilMedia", dependencies: ["VeilCore", "CGStreamer"]),
+        .target(name: "VeilMedia", dependencies: ["VeilCore", "CGStreamer", "CX11"]),
         // GLib main loop on its own thread, GObject signal bridging, GError → Swift errors.
         .target(name: "VeilGLib", dependencies: ["CGStreamer", "CVeilGLib"]),
         // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.

@@ -54,7 +54,9 @@ public final class VideoDisplay: @unchecked Sendable {
         var opened: (DisplayWindow, String)?
         for sink in candidates where GStreamer.hasElement(sink) {
             do {
-                opened = (try DisplayWindow(title: title, width: width, height: height, sink: sink), sink)
+                // The X sinks draw into a window of Veil's own, which can be kept on top.
+                let own = x11 != nil && (sink == "ximagesink" || sink == "xvimagesink") ? x11 : nil
+                opened = (try DisplayWindow(title: title, width: width, height: height, sink: sink, x11Display: own), sink)
                 break
             } catch let error as MediaError {
                 attempts.append("\(sink): \(error.message)")
@@ -91,6 +93,24 @@ public final class VideoDisplay: @unchecked Sendable {
         }
     }
 
+    /// Whether the window is in its compact mode (``setCompact(_:)``).
+    public var isCompact: Bool {
+        window.withLock { $0?.isCompact ?? false }
+    }
+
+    /// The compact mode, as call apps have it for working beside a call: the window at half its
+    /// size and kept above other windows (on X11, where Veil owns the window; elsewhere only the
+    /// picture's size changes). Returns whether the window was asked to stay on top.
+    @discardableResult
+    public func setCompact(_ compact: Bool) throws -> Bool {
+        try window.withLock { window in
+            guard let window else {
+                throw MediaError(.invalidState, "the window '\(title)' was closed with close(); open a new VideoDisplay")
+            }
+            return window.setCompact(compact)
+        }
+    }
+
     /// Closes the window. Calling it again does nothing.
     public func close() {
         // Releasing the pipeline stops it (state NULL), which closes the window.
@@ -98,25 +118,41 @@ public final class VideoDisplay: @unchecked Sendable {
     }
 }
 
-/// Owns the display pipeline: appsrc (newest two frames) → videoconvert → a video sink (no sync).
+/// Owns the display pipeline: appsrc (newest two frames) → videoconvert → videoscale to the
+/// window's size → a video sink (no sync), drawing into Veil's own X window where there is one.
 private final class DisplayWindow {
     private let pipeline: MediaPipeline
     private let source: UnsafeMutablePointer<GstElement>
+    private let size: UnsafeMutablePointer<GstElement>
     private let videoInfo: GstVideoInfo
     private let title: String
+    /// Veil's own window, for the X sinks; released after the pipeline has stopped (`deinit`).
+    private let x11: X11Window?
+    private(set) var isCompact = false
     private let start = DispatchTime.now().uptimeNanoseconds
     private var lastPTS: GstClockTime?
     private var failure: MediaError?
 
     /// Starts the pipeline with `sink`; throws (with GStreamer's reason) when it cannot open a window.
-    init(title: String, width: Int, height: Int, sink: String) throws {
+    /// `x11Display`: the X display on which Veil opens the window the sink draws into.
+    init(title: String, width: Int, height: Int, sink: String, x11Display: String?) throws {
         self.title = title
         // leaky-type=downstream drops the oldest queued frame, so `show` never blocks.
         pipeline = try MediaPipeline(description: """
             appsrc name=src format=time is-live=true do-timestamp=false block=false max-buffers=2 max-bytes=0 leaky-type=downstream \
-            ! videoconvert ! videoscale ! \(sink) name=sink sync=false
+            ! videoconvert ! videoscale ! capsfilter name=size caps=video/x-raw,width=\(width),height=\(height) \
+            ! \(sink) name=sink sync=false
             """)
         source = try pipeline.element(named: "src")
+        size = try pipeline.element(named: "size")
+        if let x11Display {
+            let window = try X11Window(title: title, width: width, height: height, displayName: x11Display)
+            // Before the sink makes a window of its own (on its first frame).
+            gst_video_overlay_set_window_handle(OpaquePointer(try pipeline.element(named: "sink")), guintptr(window.id))
+            x11 = window
+        } else {
+            x11 = nil
+        }
         var info = GstVideoInfo()
         guard gst_video_info_set_format(&info, GST_VIDEO_FORMAT_RGB, guint(width), guint(height)) != 0 else {
             throw MediaError(.invalidArgument, "GStreamer rejected the window size \(width)×\(height); pick another size")
@@ -148,10 +184,31 @@ private final class DisplayWindow {
         UnsafeMutableRawPointer(source).assumingMemoryBound(to: GstAppSrc.self)
     }
 
+    deinit {
+        // The sink must stop drawing before its window goes.
+        _ = pipeline.setState(GST_STATE_NULL)
+    }
+
     var isOpen: Bool { failure == nil }
+
+    /// Half size and on top, or back; returns whether the window was asked to stay on top.
+    func setCompact(_ compact: Bool) -> Bool {
+        isCompact = compact
+        let width = compact ? max(Int(videoInfo.width) / 2, 1) : Int(videoInfo.width)
+        let height = compact ? max(Int(videoInfo.height) / 2, 1) : Int(videoInfo.height)
+        gst_util_set_object_arg(UnsafeMutableRawPointer(size).assumingMemoryBound(to: GObject.self), "caps",
+                                "video/x-raw,width=\(width),height=\(height)")
+        guard let x11 else { return false }
+        x11.resize(width: width, height: height)
+        x11.keepOnTop(compact)
+        return true
+    }
 
     func show(_ image: RGBImage) throws {
         if let failure { throw failure }
+        if x11?.closed() == true {
+            throw fail(MediaError(.displayUnavailable, "the window '\(title)' is gone: it was closed; open a new VideoDisplay, or use --out FILE.mp4"))
+        }
         try checkBus()
         let size = Int(videoInfo.size)
         guard let buffer = gst_buffer_new_allocate(nil, gsize(size), nil) else {

@@ -12,7 +12,7 @@ import VeilTracking
 /// see `ExpressionSender`); remote expressions and voices in → picture-in-picture view → window or file.
 final class CallRunner: @unchecked Sendable {
     enum Output { case window, file(String), none }
-    enum Control: Equatable { case toggleMute, cycleAudioOutput, cycleBackground, cycleLayout, leave }
+    enum Control: Equatable { case toggleMute, cycleAudioOutput, cycleBackground, cycleLayout, toggleCompactWindow, leave }
 
     struct Options {
         var server: URL
@@ -225,6 +225,11 @@ final class CallRunner: @unchecked Sendable {
                 case .cycleLayout:
                     cornerIndex = (cornerIndex + 1) % (corners.count + 1)
                     layout = cornerIndex < corners.count ? .pictureInPicture(corner: corners[cornerIndex], insetFraction: 0.25, margin: 12) : .grid
+                case .toggleCompactWindow:
+                    guard let window = display else { Terminal.note("t: the compact window needs --out window"); break }
+                    let compact = !window.isCompact
+                    let onTop = (try? window.setCompact(compact)) ?? false
+                    Terminal.note(compact ? "compact window\(onTop ? ", kept on top" : " (this display's window cannot be kept on top)")" : "full window")
                 case .leave: running.withLock { $0 = false }
                 }
             }

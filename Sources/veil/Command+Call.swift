@@ -44,7 +44,7 @@ OPTIONS:
                            the run's figures as a last line {"event":"report",...}
 
 KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound server) · b background ·
-  p picture-in-picture corner / grid · q leave
+  p picture-in-picture corner / grid · t compact window, kept on top (--out window) · q leave
 """, run: runCall)
 
 func runCall(_ argv: [String]) throws {
@@ -126,6 +126,7 @@ func runCall(_ argv: [String]) throws {
         case "s": runner.apply(.cycleAudioOutput)
         case "b": runner.apply(.cycleBackground)
         case "p": runner.apply(.cycleLayout)
+        case "t": runner.apply(.toggleCompactWindow)
         case "q": runner.apply(.leave)
         default: break
         }

@@ -30,9 +30,8 @@ final class VideoDisplayTests: XCTestCase {
     }
 
     func testWindowUnderXvfb() throws {
-        guard let xvfb = ["/usr/bin/Xvfb", "/usr/local/bin/Xvfb"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw XCTSkip("Xvfb is not installed (apt-get install xvfb): the window test needs a virtual X display")
-        }
+        let xvfb = try XCTUnwrap(["/usr/bin/Xvfb", "/usr/local/bin/Xvfb"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }),
+                                 "Xvfb is not installed (scripts/bootstrap installs xvfb): the window test needs a virtual X display")
         guard let server = try runWithDeadline(10, { try VirtualDisplay(xvfb) }) else { return }
         defer { server.stop() }
         try withEnvironment(["DISPLAY": server.name, "WAYLAND_DISPLAY": nil]) {
@@ -51,7 +50,7 @@ final class VideoDisplayTests: XCTestCase {
             XCTAssertTrue(display.isOpen)
             assertMediaError(.invalidArgument) { try display.show(RGBImage(width: 10, height: 10)) }
             // The window exists on the X server.
-            if FileManager.default.isExecutableFile(atPath: "/usr/bin/xwininfo") {
+            do { // xwininfo: x11-utils, which scripts/bootstrap installs
                 let tree = try runWithDeadline { try runProgram("/usr/bin/xwininfo", ["-root", "-tree"], environment: ["DISPLAY": server.name]) } ?? ""
                 print(tree.split(separator: "\n").filter { $0.contains("(") && !$0.contains("has no name") }.joined(separator: "\n"))
                 XCTAssertTrue(tree.contains("320x240"), "no 320×240 window in:\n\(tree)")
@@ -59,11 +58,39 @@ final class VideoDisplayTests: XCTestCase {
                     XCTAssertTrue(tree.contains("\"Veil test window"), "the window has its title (X sinks append the program name):\n\(tree)")
                 }
             }
+            // The compact mode: half size, and asked to stay above other windows (EWMH; Xvfb runs no
+            // window manager, so the request shows as the window's _NET_WM_STATE property).
+            XCTAssertTrue(try display.setCompact(true), "\(display.sinkName): Veil's own X window can be kept on top")
+            XCTAssertTrue(display.isCompact)
+            try runWithDeadline { for i in 0..<30 { try display.show(MovingSquare.image(frame: i, width: 320, height: 240)) } }
+            let compact = try windowState(title: "Veil test window", on: server.name)
+            print("compact: \(compact.geometry), \(compact.state)")
+            XCTAssertEqual(compact.geometry, "160x120")
+            XCTAssertTrue(compact.state.contains("_NET_WM_STATE_ABOVE"), compact.state)
+            XCTAssertTrue(try display.setCompact(false))
+            try runWithDeadline { for i in 0..<30 { try display.show(MovingSquare.image(frame: i, width: 320, height: 240)) } }
+            let full = try windowState(title: "Veil test window", on: server.name)
+            XCTAssertEqual(full.geometry, "320x240")
+            XCTAssertFalse(full.state.contains("_NET_WM_STATE_ABOVE"), full.state)
+            XCTAssertTrue(display.isOpen)
             display.close()
             XCTAssertFalse(display.isOpen)
+            assertMediaError(.invalidState) { try display.setCompact(true) }
             display.close()
             assertMediaError(.invalidState) { try display.show(MovingSquare.image(frame: 0, width: 320, height: 240)) }
         }
+    }
+
+    /// The size (xwininfo) and the _NET_WM_STATE property (xprop) of the window titled `title`.
+    private func windowState(title: String, on display: String) throws -> (geometry: String, state: String) {
+        let environment = ["DISPLAY": display]
+        let tree = try runProgram("/usr/bin/xwininfo", ["-root", "-tree"], environment: environment)
+        let line = try XCTUnwrap(tree.split(separator: "\n").first { $0.contains("\"\(title)\"") }, "no window \(title) in:\n\(tree)")
+        let fields = line.split(separator: " ")
+        let id = String(try XCTUnwrap(fields.first))
+        let geometry = fields.first { $0.contains("x") && $0.contains("+") }.map { String($0.prefix { $0 != "+" }) } ?? ""
+        let state = try runProgram("/usr/bin/xprop", ["-id", id, "_NET_WM_STATE"], environment: environment)
+        return (geometry, state.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Sets (or with nil removes) environment variables for the duration of `body`.
