@@ -20,10 +20,11 @@ build: bootstrap
 demo: build
 	$(VEIL) demo --out out
 
+# One build for everything the tests run (the `veil` they start included), then scripts/test: the
+# real-time suites and the CPU-heavy re-identification experiment (+ fuzz smoke pass) side by side.
 test: bootstrap
-	$(SWIFT) build $(SWIFTFLAGS) --product veil
-	$(SWIFT) test $(SWIFTFLAGS) -Xswiftc -enable-testing
-	SWIFT=$(SWIFT) scripts/fuzz --smoke
+	$(SWIFT) build $(SWIFTFLAGS) -Xswiftc -enable-testing --build-tests
+	SWIFT=$(SWIFT) CONFIG=$(CONFIG) scripts/test
 
 # Each harness for FUZZ_SECONDS on its seed corpus (Fuzz/corpus/); findings in .build/fuzz/artifacts/.
 fuzz: bootstrap

@@ -38,23 +38,25 @@ final class VoiceCallCommandTests: XCTestCase {
 
     /// `veil call --video` on a clip whose face leaves the picture for 2.5 s: alice's avatar
     /// follows her face, then (after a second) her voice, then her face again; bob is told both ways.
+    /// The face is in view for the clip's first 5 s, so a call that connects slowly (a busy
+    /// machine) still sees it before it leaves.
     func testAFaceThatLeavesThePictureHandsTheAvatarToTheVoiceAndBack() throws {
         let work = try CallWorkspace("veil-voice-lost")
         defer { work.remove() }
 
-        // The camera: a talking face, with 2.5 s of an empty grey picture from 2.5 s on.
+        // The camera: a talking face, with 2.5 s of an empty grey picture from 5 s on, 11 s in all.
         try work.runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
         let face = try VideoSource(file: work.directory.appendingPathComponent("face.mp4"))
         var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
         var images: [RGBImage] = []
-        while images.count < 270, try face.read(into: &frame) { images.append(frame.image) }
+        while images.count < 330, try face.read(into: &frame) { images.append(frame.image) }
         XCTAssertGreaterThan(images.count, 150)
-        while images.count < 270 { images.append(images[images.count % 150]) }
+        while images.count < 330 { images.append(images[images.count % 150]) }
         let (width, height) = (images[0].width, images[0].height)
         var empty = RGBImage(width: width, height: height)
         for i in empty.pixels.indices { empty.pixels[i] = 128 }
         let writer = try VideoWriter(url: work.directory.appendingPathComponent("camera.mp4"), width: width, height: height, framesPerSecond: 30)
-        for (i, image) in images.enumerated() { try writer.write((75..<150).contains(i) ? empty : image) }
+        for (i, image) in images.enumerated() { try writer.write((150..<225).contains(i) ? empty : image) }
         try writer.finish()
 
         try work.speak("Here I am. Now I step out of the picture for a moment, but I keep on talking to you, and now I am back again.")
@@ -64,9 +66,9 @@ final class VoiceCallCommandTests: XCTestCase {
 
         // Bob first, so that alice's clip plays while the call is up.
         let bobCall = try work.process(["call", "--server", serverURL, "--room", "r1", "--user", "bob", "--token", tokens[1], "--camera", "none",
-                                        "--audio-in", "none", "--out", "none", "--duration", "13", "--json"])
+                                        "--audio-in", "none", "--out", "none", "--duration", "15", "--json"])
         let aliceCall = try work.process(["call", "--server", serverURL, "--room", "r1", "--user", "alice", "--token", tokens[0], "--video", "camera.mp4",
-                                          "--audio-in", "speech.wav", "--out", "none", "--duration", "9.5", "--json"])
+                                          "--audio-in", "speech.wav", "--out", "none", "--duration", "11.5", "--json"])
         try bobCall.0.run()
         Thread.sleep(forTimeInterval: 1)
         try aliceCall.0.run()

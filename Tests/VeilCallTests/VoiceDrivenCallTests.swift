@@ -135,8 +135,8 @@ final class VoiceDrivenCallTests: XCTestCase {
 
     /// Muting closes the voice-driven mouth from the first frame after it, with every core busy:
     /// the mute and the level that drives the mouth are applied together, buffer by buffer, on the
-    /// outgoing audio's own thread, so no frame captured after `setMuted(true)` shows an open mouth
-    /// however late anything else runs. Unmuting brings the mouth back.
+    /// outgoing audio's own thread, so no frame captured after `setMuted(true)` has returned shows
+    /// an open mouth however late anything else runs. Unmuting brings the mouth back.
     func testMutingClosesTheVoiceDrivenMouth() throws {
         let call = try startCall("Now I keep talking for a while, on and on, so that you can hear me, then not hear me while I am muted, and then hear me again when I unmute myself.")
         defer { end(call) }
@@ -150,8 +150,9 @@ final class VoiceDrivenCallTests: XCTestCase {
         let load = BusyCores()
         defer { load.stop() }
         Thread.sleep(forTimeInterval: 0.3)
-        let mutedAt = call.alice.mediaTimeMicros
+        // The mute's moment is when setMuted returns: audio captured from then on is muted.
         call.alice.setMuted(true)
+        let mutedAt = call.alice.mediaTimeMicros
         Thread.sleep(forTimeInterval: 2)
         let unmutedAt = call.alice.mediaTimeMicros
         call.alice.setMuted(false)
@@ -162,14 +163,16 @@ final class VoiceDrivenCallTests: XCTestCase {
             frames.filter { $0.captureTimeMicros >= from && $0.captureTimeMicros < to }.map { $0.expression[.jawOpen] }
         }
         // A level is timed at its buffer's middle: the first buffer captured wholly after the mute
-        // is timed at most one buffer (10 ms) and a half after it.
-        let firstAfterMute = mutedAt + 15_000
-        let before = jaw(mutedAt - 1_500_000, mutedAt), muted = jaw(firstAfterMute, unmutedAt), after = jaw(unmutedAt + 300_000, unmutedAt + 2_300_000)
+        // is timed at most one buffer (10 ms) and a half after it. Unmuting, like muting, applies to
+        // the audio sent from then on, which includes the last buffers captured before it on a busy
+        // machine: the judged span ends 300 ms before the unmute.
+        let firstAfterMute = mutedAt + 15_000, lastJudged = unmutedAt - 300_000
+        let before = jaw(mutedAt - 1_500_000, mutedAt), muted = jaw(firstAfterMute, lastJudged), after = jaw(unmutedAt + 300_000, unmutedAt + 2_300_000)
         let open = frames.filter { $0.captureTimeMicros >= firstAfterMute && $0.captureTimeMicros < unmutedAt && $0.expression[.jawOpen] > 0 }
         print("muting with \(load.threads) busy threads: \(muted.count) frames while muted, open ones at \(open.map { (Int64($0.captureTimeMicros) - Int64(mutedAt)) / 1000 }) ms after muting")
         print("muting: jaw up to \(before.max() ?? 0) before, \(muted.max() ?? 0) while muted, \(after.max() ?? 0) after")
         XCTAssertGreaterThan(before.max() ?? 0, 0.3)
-        XCTAssertGreaterThan(muted.count, 40, "frames stopped while muted")
+        XCTAssertGreaterThan(muted.count, 35, "frames stopped while muted")
         XCTAssertEqual(muted.max() ?? 1, 0, "the mouth was open in a frame captured after the mute")
         XCTAssertGreaterThan(after.max() ?? 0, 0.3, "the mouth did not move again after unmuting")
         XCTAssertTrue(frames.allSatisfy(\.isVoiceDriven))

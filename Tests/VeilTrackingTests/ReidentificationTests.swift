@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 @testable import VeilCore
 import VeilSynth
@@ -331,8 +332,8 @@ final class ReidentificationTests: XCTestCase {
     static func segments(faceWidth: Float?) throws -> [Segment] {
         let tracker = try MediaPipeFaceTracker()
         let topology = try VeilResources.meshTopology()
-        var segments: [Segment] = []
-        for (person, photo) in photos.enumerated() {
+        var synths: [TalkingFaceSynthesizer] = []
+        for photo in photos {
             let original = try Photos.image(photo)
             var (image, scale, offset) = original.letterboxed(width: 640, height: 480)
             tracker.reset()
@@ -353,17 +354,46 @@ final class ReidentificationTests: XCTestCase {
                 }
                 mesh = found
             }
-            let synth = try TalkingFaceSynthesizer(photo: image, mesh: mesh, topology: topology)
-            for experiment in 0..<experiments {
-                for session in 0..<sessionsPerPerson {
+            synths.append(try TalkingFaceSynthesizer(photo: image, mesh: mesh, topology: topology))
+        }
+        // Every session is recorded afresh (a reset tracker, a new capture), so sessions are
+        // independent: they run on every core, each worker with a tracker of its own, and are put
+        // back in order (person, run, session), so the data set is the same however many cores.
+        // With VEIL_REID_WORKERS_AFTER=FILE, one worker starts at once and the others only when FILE
+        // exists: scripts/test runs the experiment beside the real-time suites, which it should
+        // load with no more than one busy process, and lets it take every core once they are done.
+        let sessions = synths.indices.flatMap { person in
+            (0..<experiments).flatMap { experiment in (0..<sessionsPerPerson).map { (person: person, experiment: experiment, session: $0) } }
+        }
+        let recorded = Mutex([[Segment]](repeating: [], count: sessions.count))
+        let next = Mutex(0)
+        let failure = Mutex<(any Error)?>(nil)
+        let othersAfter = ProcessInfo.processInfo.environment["VEIL_REID_WORKERS_AFTER"]
+        DispatchQueue.concurrentPerform(iterations: min(ProcessInfo.processInfo.activeProcessorCount, sessions.count)) { worker in
+            do {
+                if worker > 0, let othersAfter {
+                    while !FileManager.default.fileExists(atPath: othersAfter), next.withLock({ $0 < sessions.count }) {
+                        Thread.sleep(forTimeInterval: 0.5)
+                    }
+                }
+                let tracker = try MediaPipeFaceTracker()
+                while failure.withLock({ $0 == nil }), let index = next.withLock({ n -> Int? in
+                    defer { n += 1 }
+                    return n < sessions.count ? n : nil
+                }) {
+                    let (person, experiment, session) = sessions[index]
                     let seed = 0x5EED_0000 &+ UInt64(experiment + seedOffset) &* 100_000 &+ UInt64(person) &* 1000 &+ UInt64(session)
                     let script = try performance(seed: seed, segments: segmentsPerSession)
-                    segments += try record(synth, script: script, tracker: tracker, topology: topology, person: person,
-                                           session: experiment * sessionsPerPerson + session)
+                    let segments = try record(synths[person], script: script, tracker: tracker, topology: topology, person: person,
+                                              session: experiment * sessionsPerPerson + session)
+                    recorded.withLock { $0[index] = segments }
                 }
+            } catch {
+                failure.withLock { $0 = $0 ?? error }
             }
         }
-        return segments
+        if let error = failure.withLock({ $0 }) { throw error }
+        return recorded.withLock { $0.flatMap { $0 } }
     }
 
     /// The `width`×`height` part of `image` from (`x`, `y`), black where it falls outside.

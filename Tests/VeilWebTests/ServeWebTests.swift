@@ -67,13 +67,14 @@ final class ServeWebTests: XCTestCase {
         XCTAssertEqual(hung, 0, "veil serve ignored SIGTERM \(hung) times in 30")
     }
 
-    /// SIGTERM, then SIGKILL if `process` has not ended within 3 s; whether it ended by itself.
+    /// SIGTERM, then SIGKILL if `process` has not ended within 10 s (a stop takes milliseconds; a
+    /// busy machine may stretch it to seconds, an ignored signal forever); whether it ended by itself.
     private func stop(_ process: Process) -> Bool {
         let ended = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in ended.signal() }
         guard process.isRunning else { return true }
         process.terminate()
-        if ended.wait(timeout: .now() + 3) == .success { return true }
+        if ended.wait(timeout: .now() + 10) == .success { return true }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         return false
