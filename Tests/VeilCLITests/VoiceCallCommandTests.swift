@@ -39,19 +39,20 @@ final class VoiceCallCommandTests: XCTestCase {
     /// `veil call --video` on a clip whose face leaves the picture for 2.5 s: alice's avatar
     /// follows her face, then (after a second) her voice, then her face again; bob is told both ways.
     /// The face is in view for the clip's first 5 s, so a call that connects slowly (a busy
-    /// machine) still sees it before it leaves.
+    /// machine) still sees it before it leaves, and for 7.5 s after it returns, time enough for a
+    /// busy machine's tracker to find it again.
     func testAFaceThatLeavesThePictureHandsTheAvatarToTheVoiceAndBack() throws {
         let work = try CallWorkspace("veil-voice-lost")
         defer { work.remove() }
 
-        // The camera: a talking face, with 2.5 s of an empty grey picture from 5 s on, 11 s in all.
+        // The camera: a talking face, with 2.5 s of an empty grey picture from 5 s on, 15 s in all.
         try work.runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
         let face = try VideoSource(file: work.directory.appendingPathComponent("face.mp4"))
         var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
         var images: [RGBImage] = []
-        while images.count < 330, try face.read(into: &frame) { images.append(frame.image) }
+        while images.count < 450, try face.read(into: &frame) { images.append(frame.image) }
         XCTAssertGreaterThan(images.count, 150)
-        while images.count < 330 { images.append(images[images.count % 150]) }
+        while images.count < 450 { images.append(images[images.count % 150]) }
         let (width, height) = (images[0].width, images[0].height)
         var empty = RGBImage(width: width, height: height)
         for i in empty.pixels.indices { empty.pixels[i] = 128 }
@@ -66,9 +67,9 @@ final class VoiceCallCommandTests: XCTestCase {
 
         // Bob first, so that alice's clip plays while the call is up.
         let bobCall = try work.process(["call", "--server", serverURL, "--room", "r1", "--user", "bob", "--token", tokens[1], "--camera", "none",
-                                        "--audio-in", "none", "--out", "none", "--duration", "15", "--json"])
+                                        "--audio-in", "none", "--out", "none", "--duration", "18.5", "--json"])
         let aliceCall = try work.process(["call", "--server", serverURL, "--room", "r1", "--user", "alice", "--token", tokens[0], "--video", "camera.mp4",
-                                          "--audio-in", "speech.wav", "--out", "none", "--duration", "11.5", "--json"])
+                                          "--audio-in", "speech.wav", "--out", "none", "--duration", "15", "--json"])
         try bobCall.0.run()
         Thread.sleep(forTimeInterval: 1)
         try aliceCall.0.run()
@@ -88,9 +89,10 @@ final class VoiceCallCommandTests: XCTestCase {
         let received = bobReport["expressionFramesReceived"] as? Int ?? 0, voice = bobReport["voiceDrivenFramesReceived"] as? Int ?? 0
         print("alice sent \(aliceReport["cameraFramesSent"] ?? 0) camera and \(aliceReport["voiceFramesSent"] ?? 0) voice-driven frames; bob received \(received), \(voice) voice-driven")
         XCTAssertGreaterThan(voice, 20, "too few voice-driven frames while the face was away")
-        // About 1.5 s of voice (2.5 s away, the first second of it lost frames), plus any voice
-        // spell while the tracker starts: far from the whole call.
-        XCTAssertLessThan(voice, 150, "voice-driven frames for much longer than the face was away")
+        // About 1.5 s of voice (2.5 s away, the first second of it lost frames), plus the time the
+        // tracker takes to find the face again and any voice spell while it starts (seconds on a
+        // busy machine): far from the whole call.
+        XCTAssertLessThan(voice, 210, "voice-driven frames for much longer than the face was away")
         XCTAssertGreaterThan(received - voice, 100, "too few frames from the face")
     }
 }
