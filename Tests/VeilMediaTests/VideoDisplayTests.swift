@@ -116,7 +116,10 @@ private final class VirtualDisplay: @unchecked Sendable {
     init(_ executable: String) throws {
         let ready = Pipe()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-displayfd", "1", "-screen", "0", "1024x768x24", "-nolisten", "tcp"]
+        // -noreset: an X server resets when its last client leaves, and refuses connections while it
+        // does. A desktop always has clients (its window manager); here the sink that finds no Xv
+        // extension may be the only one, and the next connection would meet the reset.
+        process.arguments = ["-displayfd", "1", "-screen", "0", "1024x768x24", "-nolisten", "tcp", "-noreset"]
         process.standardOutput = ready
         process.standardError = FileHandle.nullDevice
         try process.run()
