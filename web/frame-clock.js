@@ -8,11 +8,13 @@
 //   latest 1024 samples;
 // - while no audio tick has come for 2.5 periods (no AudioWorklet outside a secure context, a
 //   suspended audio context, a worklet still loading), a dedicated worker's timer
-//   (frame-clock-worker.js), with the level read from an AnalyserNode at the tick.
+//   (frame-clock-worker.js), with the level read at the tick (voice.js's MicrophoneLevel).
 //
 // A tick's `captureMillis` is on the page's performance.now() clock: for audio ticks, the audio
 // clock at the middle of the level's window mapped onto it by the fastest delivery seen (so main-
 // thread delays do not jitter the stamps); for worker ticks, the worker's wall-clock time.
+
+import { MicrophoneLevel } from './voice.js';
 
 const WINDOW = 1024;
 /** Slow re-learning of the audio-to-page offset (per tick), for drift between the two clocks. */
@@ -32,8 +34,8 @@ export class FrameClock {
     this.node = null;
     this.worker = null;
     this.input = null;
-    this.analyser = null;
-    this.samples = new Float32Array(WINDOW);
+    /** The level read on the main thread, for worker ticks (the worklet measures its own). */
+    this.level = null;
     this.offset = null;
     this.lastAudioTick = -Infinity;
     this.running = false;
@@ -52,8 +54,6 @@ export class FrameClock {
     } catch (error) {
       console.warn('frame clock: no worker', error);
     }
-    this.analyser = this.context.createAnalyser();
-    this.analyser.fftSize = WINDOW;
     this.startAudio();
   }
 
@@ -79,11 +79,15 @@ export class FrameClock {
 
   /** The microphone (a MediaStream with an audio track) whose level the ticks carry; null: silence. */
   listen(stream) {
-    try { this.input?.disconnect(); } catch { /* already */ }
+    try { this.input?.disconnect(); this.level?.close(); } catch { /* already */ }
     this.input = stream ? this.context.createMediaStreamSource(stream) : null;
-    if (!this.input) return;
-    if (this.analyser) this.input.connect(this.analyser);
-    if (this.node) this.input.connect(this.node);
+    this.level = stream ? new MicrophoneLevel(stream, { audioContext: this.context, fftSize: WINDOW }) : null;
+    if (this.input && this.node) this.input.connect(this.node);
+  }
+
+  /** The length of the window a level is measured over (ms); a tick is stamped at its middle. */
+  get windowMillis() {
+    return (WINDOW / this.context.sampleRate) * 1000;
   }
 
   /** Which clock ticked last ('audio', 'worker'), or 'stopped'. */
@@ -97,8 +101,8 @@ export class FrameClock {
     this.worker?.terminate();
     this.worker = null;
     try { this.node?.port.postMessage('stop'); this.node?.disconnect(); } catch { /* closed */ }
-    try { this.input?.disconnect(); } catch { /* closed */ }
-    this.node = null; this.input = null; this.analyser = null;
+    try { this.input?.disconnect(); this.level?.close(); } catch { /* closed */ }
+    this.node = null; this.input = null; this.level = null;
   }
 
   audioTick({ time, rms }) {
@@ -109,22 +113,13 @@ export class FrameClock {
     const difference = now - time * 1000;
     if (this.offset === null || difference < this.offset) this.offset = difference;
     else this.offset += OFFSET_CREEP * (difference - this.offset);
-    const windowMillis = (WINDOW / this.context.sampleRate) * 1000;
     this.ticks.audio++;
-    this.onTick({ level: rms, captureMillis: time * 1000 + this.offset - windowMillis / 2, source: 'audio' });
+    this.onTick({ level: rms, captureMillis: time * 1000 + this.offset - this.windowMillis / 2, source: 'audio' });
   }
 
   workerTick(wallMillis) {
     if (!this.running || performance.now() - this.lastAudioTick < 2.5 * this.period) return;
-    let level = 0;
-    if (this.input && this.analyser) {
-      this.analyser.getFloatTimeDomainData(this.samples);
-      let sum = 0;
-      for (let i = 0; i < WINDOW; i++) sum += this.samples[i] * this.samples[i];
-      level = Math.sqrt(sum / WINDOW);
-    }
-    const windowMillis = (WINDOW / this.context.sampleRate) * 1000;
     this.ticks.worker++;
-    this.onTick({ level, captureMillis: wallMillis - performance.timeOrigin - windowMillis / 2, source: 'worker' });
+    this.onTick({ level: this.level?.read() ?? 0, captureMillis: wallMillis - performance.timeOrigin - this.windowMillis / 2, source: 'worker' });
   }
 }

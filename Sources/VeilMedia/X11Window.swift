@@ -13,8 +13,6 @@ final class X11Window {
     let id: Window
     private let root: Window
     private let deleteWindow: Atom
-    private(set) var size: (width: Int, height: Int)
-    private(set) var onTop = false
     /// The user closed the window (the window manager's close button).
     private(set) var closedByUser = false
 
@@ -28,7 +26,6 @@ final class X11Window {
         root = XRootWindow(display, screen)
         let black = XBlackPixel(display, screen)
         id = XCreateSimpleWindow(display, root, 0, 0, UInt32(width), UInt32(height), 0, black, black)
-        size = (width, height)
         XStoreName(display, id, title)
         // The close button sends a message instead of ending the connection (and the process).
         var delete = XInternAtom(display, "WM_DELETE_WINDOW", 0)
@@ -46,7 +43,6 @@ final class X11Window {
 
     /// Resizes the window to `width` × `height`.
     func resize(width: Int, height: Int) {
-        size = (width, height)
         XResizeWindow(display, id, UInt32(width), UInt32(height))
         XFlush(display)
     }
@@ -56,7 +52,6 @@ final class X11Window {
     /// set, which is what a window manager reads when it maps the window, and what shows the
     /// request without one.
     func keepOnTop(_ on: Bool) {
-        onTop = on
         let state = XInternAtom(display, "_NET_WM_STATE", 0), above = XInternAtom(display, "_NET_WM_STATE_ABOVE", 0)
         var event = XEvent()
         event.xclient.type = ClientMessage
