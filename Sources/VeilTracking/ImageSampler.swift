@@ -42,22 +42,29 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
     let originX: Float = region.center.x + c * sx0 + s * half - 0.5
     let originY: Float = region.center.y + s * sx0 - c * half - 0.5
     let origin = Point2(originX, originY)
+    // Inside the image, floor(p) is the truncation of a non-negative p: no libm call per pixel.
+    let lastX = Float(w - 1), lastY = Float(h - 1)
     image.pixels.withUnsafeBufferPointer { px in
+        guard let base = px.baseAddress, let out = tensor.baseAddress else { return }
         var o = 0
         for row in 0..<side {
             var p = origin + rowStep * Float(row)
             for _ in 0..<side {
-                let fx = p.x.rounded(.down), fy = p.y.rounded(.down)
-                let ix = Int(fx), iy = Int(fy)
-                let ax = p.x - fx, ay = p.y - fy
-                if ix >= 0, iy >= 0, ix + 1 < w, iy + 1 < h {
-                    let i00 = (iy * w + ix) * 3, i10 = i00 + 3, i01 = i00 + w * 3, i11 = i01 + 3
-                    for ch in 0..<3 {
-                        let top = Float(px[i00 + ch]) + (Float(px[i10 + ch]) - Float(px[i00 + ch])) * ax
-                        let bottom = Float(px[i01 + ch]) + (Float(px[i11 + ch]) - Float(px[i01 + ch])) * ax
-                        tensor[o + ch] = (top + (bottom - top) * ay) * scale + offset
+                if p.x >= 0, p.y >= 0, p.x < lastX, p.y < lastY {
+                    let ix = Int(p.x), iy = Int(p.y)
+                    let ax = p.x - Float(ix), ay = p.y - Float(iy)
+                    let p00 = base + (iy * w + ix) * 3, p01 = p00 + w * 3
+                    @inline(__always) func channel(_ ch: Int) -> Float {
+                        let top = Float(p00[ch]) + (Float(p00[ch + 3]) - Float(p00[ch])) * ax
+                        let bottom = Float(p01[ch]) + (Float(p01[ch + 3]) - Float(p01[ch])) * ax
+                        return (top + (bottom - top) * ay) * scale + offset
                     }
+                    out[o] = channel(0); out[o + 1] = channel(1); out[o + 2] = channel(2)
                 } else {
+                    let fx = p.x.rounded(.down), fy = p.y.rounded(.down)
+                    let ax = p.x - fx, ay = p.y - fy
+                    // Clamped before converting: a point far outside (or NaN) reads as black.
+                    let ix = Int(min(max(-2, fx), Float(w))), iy = Int(min(max(-2, fy), Float(h)))
                     for ch in 0..<3 {
                         var acc: Float = 0
                         for k in 0..<4 {
@@ -65,7 +72,7 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
                             let wgt = ((k & 1) == 1 ? ax : 1 - ax) * ((k >> 1) == 1 ? ay : 1 - ay)
                             if x >= 0, y >= 0, x < w, y < h { acc += Float(px[(y * w + x) * 3 + ch]) * wgt }
                         }
-                        tensor[o + ch] = acc * scale + offset
+                        out[o + ch] = acc * scale + offset
                     }
                 }
                 o += 3

@@ -359,23 +359,14 @@ final class ReidentificationTests: XCTestCase {
         // Every session is recorded afresh (a reset tracker, a new capture), so sessions are
         // independent: they run on every core, each worker with a tracker of its own, and are put
         // back in order (person, run, session), so the data set is the same however many cores.
-        // With VEIL_REID_WORKERS_AFTER=FILE, one worker starts at once and the others only when FILE
-        // exists: scripts/test runs the experiment beside the real-time suites, which it should
-        // load with no more than one busy process, and lets it take every core once they are done.
         let sessions = synths.indices.flatMap { person in
             (0..<experiments).flatMap { experiment in (0..<sessionsPerPerson).map { (person: person, experiment: experiment, session: $0) } }
         }
         let recorded = Mutex([[Segment]](repeating: [], count: sessions.count))
         let next = Mutex(0)
         let failure = Mutex<(any Error)?>(nil)
-        let othersAfter = ProcessInfo.processInfo.environment["VEIL_REID_WORKERS_AFTER"]
-        DispatchQueue.concurrentPerform(iterations: min(ProcessInfo.processInfo.activeProcessorCount, sessions.count)) { worker in
+        DispatchQueue.concurrentPerform(iterations: min(ProcessInfo.processInfo.activeProcessorCount, sessions.count)) { _ in
             do {
-                if worker > 0, let othersAfter {
-                    while !FileManager.default.fileExists(atPath: othersAfter), next.withLock({ $0 < sessions.count }) {
-                        Thread.sleep(forTimeInterval: 0.5)
-                    }
-                }
                 let tracker = try MediaPipeFaceTracker()
                 while failure.withLock({ $0 == nil }), let index = next.withLock({ n -> Int? in
                     defer { n += 1 }
