@@ -1,5 +1,6 @@
 import CLiteRt
 import Foundation
+import Synchronization
 import VeilCore
 #if canImport(Glibc)
 import Glibc
@@ -37,19 +38,33 @@ final class LiteRtRuntime {
 /// prints INFO lines on stderr when it creates and destroys environments and compiles models, and
 /// offers no switch for them; Veil's own errors never pass through here. Writes to stderr from
 /// other threads during these (millisecond-long) calls are lost too, which is why it stays narrow.
+/// Calls from several threads at once (two trackers starting together) share one redirection: the
+/// first in points stderr at /dev/null, the last out restores it.
 func withRuntimeLogQuieted<T>(_ body: () throws -> T) rethrows -> T {
     if ProcessInfo.processInfo.environment["VEIL_VERBOSE"] != nil { return try body() }
-    fflush(stderr)
-    let saved = dup(STDERR_FILENO)
-    let null = open("/dev/null", O_WRONLY)
-    if saved >= 0, null >= 0 { dup2(null, STDERR_FILENO) }
-    defer {
+    quietedStderr.withLock { state in
+        state.depth += 1
+        guard state.depth == 1 else { return }
         fflush(stderr)
-        if saved >= 0 { dup2(saved, STDERR_FILENO); close(saved) }
+        state.saved = dup(STDERR_FILENO)
+        let null = open("/dev/null", O_WRONLY)
+        if state.saved >= 0, null >= 0 { dup2(null, STDERR_FILENO) }
         if null >= 0 { close(null) }
+    }
+    defer {
+        quietedStderr.withLock { state in
+            state.depth -= 1
+            guard state.depth == 0 else { return }
+            fflush(stderr)
+            if state.saved >= 0 { dup2(state.saved, STDERR_FILENO); close(state.saved) }
+            state.saved = -1
+        }
     }
     return try body()
 }
+
+/// How many `withRuntimeLogQuieted` calls are running, and the real stderr while they are.
+private let quietedStderr = Mutex<(depth: Int, saved: Int32)>((0, -1))
 
 /// One compiled .tflite model with float32 input and output buffers in memory it owns, run on the
 /// CPU with one thread. Inputs are written in place through `input(_:)`; outputs are read in place
