@@ -119,7 +119,12 @@ func runCall(_ argv: [String]) throws {
     options.json = args.flag("json")
     options.quiet = args.flag("quiet")
 
+    // Ctrl-C and SIGTERM leave the call; caught before the call starts any thread.
+    let leave = LeaveRequest()
+    let signals = catchStopSignals { leave.request() }
+    defer { signals.forEach { $0.cancel() } }
     let runner = CallRunner(options: options)
+    leave.attach(runner)
     let keys = KeyReader { key in
         switch key {
         case "m": runner.apply(.toggleMute)
@@ -132,14 +137,6 @@ func runCall(_ argv: [String]) throws {
         }
     }
     defer { keys.stop() }
-    let signals = [SIGINT, SIGTERM].map { signal -> DispatchSourceSignal in
-        Glibc.signal(signal, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: signal)
-        source.setEventHandler { runner.apply(.leave) }
-        source.resume()
-        return source
-    }
-    defer { signals.forEach { $0.cancel() } }
     let report = try runner.run()
     if options.json, let data = try? JSONEncoder().encode(report),
        var fields = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
@@ -183,5 +180,29 @@ final class KeyReader: @unchecked Sendable {
 
     func stop() {
         if active { tcsetattr(STDIN_FILENO, TCSANOW, &saved) }
+    }
+}
+
+/// A stop signal's way to the call: it may come before the call's runner exists, and is then
+/// applied as soon as it does.
+private final class LeaveRequest: @unchecked Sendable {
+    private let lock = NSLock()
+    private var runner: CallRunner?
+    private var requested = false
+
+    func request() {
+        lock.lock()
+        let target = runner
+        requested = true
+        lock.unlock()
+        target?.apply(.leave)
+    }
+
+    func attach(_ runner: CallRunner) {
+        lock.lock()
+        self.runner = runner
+        let already = requested
+        lock.unlock()
+        if already { runner.apply(.leave) }
     }
 }

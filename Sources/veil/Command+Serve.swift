@@ -75,13 +75,7 @@ func runServe(_ argv: [String]) throws {
     // Ctrl-C and SIGTERM are caught from before the server starts: whoever starts `veil serve` and
     // stops it as soon as it says it listens must not find the signal ignored on the way in.
     let stop = DispatchSemaphore(value: 0)
-    let sources = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
-        signal(number, SIG_IGN) // let the dispatch source see it instead of the default handler
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { stop.signal() }
-        source.resume()
-        return source
-    }
+    let sources = catchStopSignals { stop.signal() }
 
     let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
                                                  rooms: .init(maximumParticipants: roomSize, iceServers: iceServers,
