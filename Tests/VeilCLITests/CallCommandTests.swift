@@ -83,18 +83,15 @@ final class DemoCommandTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: work) }
         let p = try VeilCommandTests.process(["demo", "--out", work.path, "--seconds", "5", "--quiet"],
                                              in: FileManager.default.temporaryDirectory)
-        let out = Pipe()
+        let out = Pipe(), err = Pipe()
         p.standardOutput = out
-        let errorLog = FileManager.default.temporaryDirectory.appendingPathComponent("veil-demo-\(UUID().uuidString).stderr")
-        FileManager.default.createFile(atPath: errorLog.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: errorLog) }
-        p.standardError = try FileHandle(forWritingTo: errorLog)
+        p.standardError = err
         try p.run()
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
         XCTAssertEqual(p.terminationStatus, 0, text)
         // Two trackers start at once (alice and bob): the runtime's log stays quiet for both.
-        let errors = try String(contentsOf: errorLog, encoding: .utf8)
         XCTAssertFalse(errors.contains("INFO: ["), "the LiteRT runtime's log reached stderr:\n\(errors)")
         XCTAssertTrue(text.contains("camera pixels sent (non-audio B)  0 "), text)
         XCTAssertTrue(text.contains("outbound RTP streams              audio"), text)
