@@ -3,6 +3,8 @@
 // and the "expressions" data channel (unordered, no retransmissions) carrying ExpressionFrames
 // (docs/wire-format.md). This page never asks for the camera: its own avatar follows its voice.
 
+import { sessionDescriptionRefusal } from './sdp.js';
+
 const NAME = /^[A-Za-z0-9._\-@+~]{1,64}$/;
 const CHANNEL_LABEL = 'expressions';
 const FRAMES_PER_SECOND = 30;
@@ -603,6 +605,8 @@ async function offerReceived(from, sdp) {
   if (existing?.pc && existing.offerer && existing.pc.signalingState === 'have-local-offer' && state.user < from) return;
   await state.microphone;
   await state.certificatePromise;
+  const refusal = sessionDescriptionRefusal(sdp);
+  if (refusal) { showCallMessage(`Refused ${from}'s offer: ${refusal}. Veil carries voice and expressions only.`); return; }
   const remote = createPeer(from, false);
   const pc = remote.pc;
   try {
@@ -621,6 +625,8 @@ async function answerReceived(from, sdp) {
   const remote = state.remotes.get(from);
   const pc = remote?.pc;
   if (!pc || pc.signalingState !== 'have-local-offer') return;
+  const refusal = sessionDescriptionRefusal(sdp);
+  if (refusal) { showCallMessage(`Refused ${from}'s answer: ${refusal}. Veil carries voice and expressions only.`); return; }
   try {
     await pc.setRemoteDescription({ type: 'answer', sdp });
     remote.debug.remoteSdp = sdp;

@@ -1,3 +1,5 @@
+import VeilCore
+
 /// An SDP offer or answer, as text, for the signaling channel to carry.
 public struct SessionDescription: Hashable, Sendable {
     /// Offer or answer (JSEP). Provisional answers and rollbacks are not used by Veil.
@@ -61,39 +63,32 @@ public enum SessionDescriptionPolicy {
     /// Remote descriptions longer than this are refused unread (a real one is 1–3 KB).
     public static let maximumLength = 64 * 1024
 
-    /// The media kinds of the description's `m=` lines, in order (e.g. `["audio", "application"]`).
+    /// The media kinds of the description's sections, in order (e.g. `["audio", "application"]`);
+    /// empty for a description that is not well-formed SDP.
     public static func mediaKinds(in sdp: String) -> [String] {
-        sdp.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline)
-            .filter { $0.hasPrefix("m=") }
-            .map { line in String(line.dropFirst(2).prefix(while: { $0 != " " })) }
+        (try? SessionDescriptionMedia(parsing: sdp))?.kinds ?? []
     }
 
-    /// Throws `PeerError.Code.privacyViolation` unless `sdp` has at most one `m=audio` and at most
-    /// one `m=application` section (a WebRTC data channel over DTLS/SCTP) and no other `m=` line.
+    /// Throws `PeerError.Code.privacyViolation` unless `sdp` is well-formed SDP (read strictly, see
+    /// `SessionDescriptionMedia`) with at most one `m=audio` and at most one `m=application` section
+    /// (a WebRTC data channel over DTLS/SCTP) and no other `m=` line.
     /// `requireBoth` additionally demands both sections (true for everything Veil produces itself).
     public static func validate(_ sdp: String, requireBoth: Bool = false) throws {
         guard sdp.utf8.count <= maximumLength else {
             throw PeerError(.invalidDescription, "session description of \(sdp.utf8.count) bytes exceeds \(maximumLength); refused")
         }
-        var audio = 0, application = 0
-        for line in sdp.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline)
-        where line.hasPrefix("m=") {
-            let fields = line.dropFirst(2).split(separator: " ")
-            switch fields.first.map(String.init) ?? "" {
-            case "audio":
-                audio += 1
-            case "application":
-                guard fields.contains(where: { $0.contains("SCTP") }) else {
-                    throw PeerError(.privacyViolation, "session description has an application section that is not a WebRTC data channel ('\(line)'); refused")
-                }
-                application += 1
-            default:
-                throw PeerError(.privacyViolation, "session description contains '\(line.prefix(40))': Veil carries only audio and expression frames, never video or other media; refused")
-            }
+        let media: SessionDescriptionMedia
+        do {
+            media = try SessionDescriptionMedia(parsing: sdp)
+        } catch {
+            throw PeerError(.privacyViolation, "\(error): another parser might read a media section into it; refused")
         }
-        guard audio <= 1, application <= 1 else {
-            throw PeerError(.privacyViolation, "session description has \(audio) audio and \(application) data sections; Veil allows one of each; refused")
+        if let section = media.firstForbiddenSection {
+            let what = section.kind == "application" && !section.isDataChannel ? "an application section that is not a WebRTC data channel"
+                     : ["audio", "application"].contains(section.kind) ? "a second \(section.kind) section" : "an m=\(section.kind.prefix(20)) section"
+            throw PeerError(.privacyViolation, "session description has \(what) (line \(section.line)): Veil carries only one audio section and one data channel, never video or other media; refused")
         }
+        let audio = media.kinds.filter { $0 == "audio" }.count, application = media.sections.filter(\.isDataChannel).count
         if requireBoth, audio != 1 || application != 1 {
             throw PeerError(.privacyViolation, "session description lacks its \(audio == 0 ? "audio" : "data-channel") section")
         }

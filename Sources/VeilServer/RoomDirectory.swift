@@ -476,15 +476,23 @@ public struct RoomDirectory: Sendable {
         guard target != user, let peer = rooms[room]?.first(where: { $0.user == target }) else {
             return [.send(.error(code: .unknownPeer, message: "\(target) is not another participant of room \(room)"), to: sender)]
         }
-        if let sdp, Self.hasVideo(sdp) {
-            return [.send(.error(code: .videoNotAllowed, message: "session descriptions must not contain video (m=video): Veil sends voice and expressions only"), to: sender)]
+        if let sdp, let refusal = Self.refusal(of: sdp) {
+            return [.send(.error(code: .videoNotAllowed, message: refusal), to: sender)]
         }
         guard let connection = peer.connection else { return [] } // held: they renegotiate when they resume
         return [.send(message, to: connection)]
     }
 
-    static func hasVideo(_ sdp: String) -> Bool {
-        sdp.split(whereSeparator: \.isNewline).contains { $0.hasPrefix("m=video") }
+    /// Why `sdp` may not be relayed, or nil: it must be well-formed SDP, read strictly, with only an
+    /// audio section and a data channel (`SessionDescriptionMedia`, the rule the clients apply too).
+    static func refusal(of sdp: String) -> String? {
+        do {
+            let media = try SessionDescriptionMedia(parsing: sdp)
+            guard let section = media.firstForbiddenSection else { return nil }
+            return "session descriptions carry one audio section and one data channel only, never video or other media (m=\(section.kind.prefix(20)) on line \(section.line)): Veil sends voice and expressions only"
+        } catch {
+            return "\(error): session descriptions must be strict SDP, so that no parser reads a video section into them"
+        }
     }
 
     // MARK: - Membership changes

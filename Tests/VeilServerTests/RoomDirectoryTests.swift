@@ -206,7 +206,12 @@ final class RoomDirectoryTests: XCTestCase {
         var h = Harness()
         let (_, _) = h.join("r1", "alice")
         let (b, _) = h.join("r1", "bob")
-        for sdp in ["v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n", "v=0\nm=audio 9 RTP/AVP 0\nm=video 9 RTP/AVP 96\n", "m=video 0 RTP/AVP 96"] {
+        // The plain spelling, and spellings a check for the text "m=video" misses but a lenient SDP
+        // parser (trimming, lower-casing, splitting on any line separator) reads as video.
+        let spellings = ["m=video", " m=video", "\tm=video", "M=video", "m= video", "m =video", "m=VIDEO", "a=x\rm=video", "a=x\u{2028}m=video"]
+        let descriptions = ["v=0\nm=audio 9 RTP/AVP 0\nm=video 9 RTP/AVP 96\n", "m=video 0 RTP/AVP 96", "m=image 9 udptl t38\r\n"]
+            + spellings.map { "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n\($0) 9 UDP/TLS/RTP/SAVPF 96\r\n" }
+        for sdp in descriptions {
             XCTAssertEqual(h.send(.answer(to: "alice", sdp: sdp), from: b).map { action -> SignalingErrorCode? in
                 if case .send(.error(let code, _), b) = action { code } else { nil }
             }, [.videoNotAllowed], sdp)
