@@ -22,6 +22,7 @@ let package = Package(
         .executableTarget(name: "FuzzExpressionFrame", dependencies: ["VeilFuzzChecks", "CLibFuzzer"]),
         .executableTarget(name: "FuzzSignaling", dependencies: ["VeilFuzzChecks", "CLibFuzzer"]),
         .executableTarget(name: "FuzzToken", dependencies: ["VeilFuzzChecks", "CLibFuzzer"]),
+        .executableTarget(name: "FuzzWebSocket", dependencies: ["VeilFuzzChecks", "CLibFuzzer"]),
     ],
     swiftLanguageVersions: [.v5]
 )

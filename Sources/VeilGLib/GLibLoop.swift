@@ -1,6 +1,9 @@
 import CGStreamer
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A GLib main context running on a thread of its own. Everything that belongs to GLib's world
 /// (libsoup sessions and servers, webrtcbin negotiation, timers) is created and touched inside
@@ -22,7 +25,11 @@ public final class GLibLoop: @unchecked Sendable {
         loop = g_main_loop_new(context, 0)
         let context = self.context, loop = self.loop
         let started = self.started, finished = self.finished
+        let threadName = String(name.utf8.prefix(15)) ?? "glib-loop" // the kernel keeps 15 bytes
         thread = Thread {
+            // Foundation on Linux does not hand a thread's name to the kernel; this is the one
+            // `top -H` and /proc/<pid>/task/*/comm show (pthread_setname_np is not in Swift's Glibc).
+            if let comm = fopen("/proc/thread-self/comm", "w") { fputs(threadName, comm); fclose(comm) }
             g_main_context_push_thread_default(context)
             // Signal from inside the running loop (an idle source is only dispatched by it).
             let idle = g_idle_source_new()

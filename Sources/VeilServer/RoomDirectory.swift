@@ -83,12 +83,15 @@ public enum RoomActivity: Equatable, Sendable, CustomStringConvertible {
 ///   with a video section are refused (`video_not_allowed`): Veil sends voice and expressions only.
 /// - Anything but `join` and `ping` before joining gets `not_joined`. An undecodable message gets
 ///   its error and the connection is closed; a joined sender is removed as `kicked`.
-/// - Limits (`Configuration`): a connection beyond `maximumConnections`, or beyond
-///   `maximumUnjoinedConnections` of those not in a room, gets `server_full` and is closed. A
-///   connection that sends more messages, bytes or joins than its token buckets allow gets
-///   `rate_limited`; one that leaves more than `maximumBacklogBytes` unread, or leaves queued bytes
-///   unacknowledged for `stallTimeout`, gets `slow_consumer` (and its transport is cut). Either way
-///   it is closed and a joined offender leaves as `kicked`.
+/// - Limits (`Configuration`): beyond `maximumConnections`, or beyond `maximumUnjoinedConnections`
+///   of those not in a room, the connection that has waited longest without joining gets
+///   `server_full` and is closed to make room (a newcomer is refused only when every connection is
+///   in a room). A connection that sends more messages (WebSocket control frames included), bytes or
+///   joins than its token buckets allow gets `rate_limited`; before joining its buckets are small.
+///   One that leaves more than `maximumBacklogBytes` unread, or leaves queued bytes unacknowledged
+///   for `stallTimeout`, gets `slow_consumer` (and its transport is cut). Either way it is closed and
+///   a joined offender leaves as `kicked`.
+/// - A gap between ticks beyond `pauseTolerance` is the server's own pause and counts against nobody.
 public struct RoomDirectory: Sendable {
     /// Limits and timings. The limits and why they are what they are: docs/protocol.md, "Limits".
     public struct Configuration: Equatable, Sendable {
@@ -110,11 +113,33 @@ public struct RoomDirectory: Sendable {
         /// `joinTimeout`); one more gets `server_full`. Default half of `maximumConnections`, so an
         /// idle-connection flood leaves the other half to people in calls.
         public var maximumUnjoinedConnections: Int
-        /// Messages per connection (every kind, `ping` included). Default 50/s with a burst that
-        /// grows with the room size: see `RateLimit.messages(roomSize:)`.
+        /// Messages per connection in a room (every kind, `ping` included, WebSocket control frames
+        /// too). Default 50/s with a burst that grows with the room size: see `RateLimit.messages(roomSize:)`.
         public var messageRate: RateLimit
-        /// Bytes received per connection, as the transport counts them (frames, control frames and
-        /// all). Default 128 KiB/s with a burst of 1 MiB.
+        /// Messages per connection not in a room (control frames included): it has nothing to send
+        /// but `join` and `ping`. Default 2/s, burst 10.
+        public var unjoinedMessageRate: RateLimit
+        /// Bytes received per connection not in a room. Default 4 KiB/s, burst 16 KiB: a `join` is
+        /// a few hundred bytes.
+        public var unjoinedByteRate: RateLimit
+        /// The largest message from a connection not in a room (a `join` is a few hundred bytes; the
+        /// size is checked when a frame's header announces it, before its payload is read). Default 4 KiB.
+        public var maximumUnjoinedMessageBytes: Int
+        /// Bytes the server reads per second from all connections not in a room together, and from all
+        /// connections together (`ReadBudget`): when either is spent, reading from those connections
+        /// pauses (their bytes wait in the kernel, and TCP makes the senders wait) until it refills.
+        /// Defaults 1 MiB/s (burst 1 MiB) and 16 MiB/s (burst 4 MiB).
+        public var unjoinedServerByteRate: RateLimit
+        /// See `unjoinedServerByteRate`.
+        public var serverByteRate: RateLimit
+        /// A gap between two ticks longer than this is the server's own pause (a busy machine, a
+        /// flood it was working through, a stop signal), not the clients': silences, join deadlines,
+        /// stall timers and grace periods are moved on by the gap, so the server does not drop
+        /// everyone for its own lateness. Nil counts every gap against the clients. Default 1 s
+        /// (the server ticks every 0.1 s).
+        public var pauseTolerance: TimeInterval?
+        /// Bytes received per connection in a room, as the transport counts them (frames, control
+        /// frames and all). Default 128 KiB/s with a burst of 1 MiB.
         public var byteRate: RateLimit
         /// `join` messages per connection, accepted or not. Default a burst of 5, then one per 5 s.
         public var joinRate: RateLimit
@@ -131,7 +156,13 @@ public struct RoomDirectory: Sendable {
                     maximumConnections: Int = 4096, maximumUnjoinedConnections: Int? = nil,
                     messageRate: RateLimit? = nil, byteRate: RateLimit = .init(perSecond: 128 * 1024, burst: 1024 * 1024),
                     joinRate: RateLimit = .init(perSecond: 0.2, burst: 5),
-                    maximumBacklogBytes: Int = 1024 * 1024, stallTimeout: TimeInterval = 5) {
+                    maximumBacklogBytes: Int = 1024 * 1024, stallTimeout: TimeInterval = 5,
+                    unjoinedMessageRate: RateLimit = .init(perSecond: 2, burst: 10),
+                    unjoinedByteRate: RateLimit = .init(perSecond: 4 * 1024, burst: 16 * 1024),
+                    maximumUnjoinedMessageBytes: Int = 4 * 1024,
+                    unjoinedServerByteRate: RateLimit = .init(perSecond: 1024 * 1024, burst: 1024 * 1024),
+                    serverByteRate: RateLimit = .init(perSecond: 16 * 1024 * 1024, burst: 4 * 1024 * 1024),
+                    pauseTolerance: TimeInterval? = 1) {
             self.maximumParticipants = max(1, maximumParticipants)
             self.silenceTimeout = silenceTimeout
             self.reconnectGrace = reconnectGrace
@@ -144,6 +175,12 @@ public struct RoomDirectory: Sendable {
             self.joinRate = joinRate
             self.maximumBacklogBytes = max(1, maximumBacklogBytes)
             self.stallTimeout = stallTimeout
+            self.unjoinedMessageRate = unjoinedMessageRate
+            self.unjoinedByteRate = unjoinedByteRate
+            self.maximumUnjoinedMessageBytes = max(1, maximumUnjoinedMessageBytes)
+            self.unjoinedServerByteRate = unjoinedServerByteRate
+            self.serverByteRate = serverByteRate
+            self.pauseTolerance = pauseTolerance
         }
     }
 
@@ -195,10 +232,8 @@ public struct RoomDirectory: Sendable {
         case invalid(SignalingError, from: ConnectionID)
         /// The transport's counters for a connection (see `TransportReading`): byte rate and backlog.
         case transport(ConnectionID, TransportReading)
-        /// The server's transport guard found the connection over `byteRate` between two readings
-        /// (its loop may have been too busy to take them) and has already shut its socket down:
-        /// `rate_limited`, and its transport is cut.
-        case byteRateExceeded(ConnectionID)
+        /// A WebSocket control frame (ping or pong) arrived: a sign of life, and a message against the rate.
+        case controlFrame(ConnectionID)
         /// The connection closed (by the peer or by the network), without the server asking.
         case disconnected(ConnectionID)
         /// Time passed: check silences, join deadlines and grace periods. Call it a few times a second.
@@ -244,8 +279,8 @@ public struct RoomDirectory: Sendable {
         init(now: TimeInterval, configuration: Configuration) {
             lastSeen = now
             idleSince = now
-            messages = TokenBucket(configuration.messageRate, now: now)
-            bytes = TokenBucket(configuration.byteRate, now: now)
+            messages = TokenBucket(configuration.unjoinedMessageRate, now: now)
+            bytes = TokenBucket(configuration.unjoinedByteRate, now: now)
             joins = TokenBucket(configuration.joinRate, now: now)
         }
     }
@@ -273,6 +308,7 @@ public struct RoomDirectory: Sendable {
     private let tokens: TokenAuthority
     private var connections: [ConnectionID: Connection] = [:]
     private var rooms: [String: [Participant]] = [:]   // in join order
+    private var lastTick: TimeInterval?               // the last tick (or the first event)
 
     /// An empty directory admitting holders of tokens signed by `tokens`.
     public init(configuration: Configuration = Configuration(), tokens: TokenAuthority) {
@@ -292,6 +328,13 @@ public struct RoomDirectory: Sendable {
     public func participants(in room: String) -> [ParticipantInfo] {
         (rooms[room] ?? []).map { ParticipantInfo(user: $0.user, muted: $0.muted) }
     }
+    /// Whether connection `id` is open and in a room.
+    public func isJoined(_ id: ConnectionID) -> Bool { connections[id]?.room != nil }
+    /// The largest message connection `id` may send now: `SignalingMessage.maxSize` in a room,
+    /// `maximumUnjoinedMessageBytes` before.
+    public func messageLimit(for id: ConnectionID) -> Int {
+        isJoined(id) ? SignalingMessage.maxSize : configuration.maximumUnjoinedMessageBytes
+    }
     /// Whether `user` in `room` is held after a drop, waiting for a reconnection.
     public func isHeld(user: String, in room: String) -> Bool {
         rooms[room]?.first { $0.user == user }?.heldSince != nil
@@ -300,22 +343,29 @@ public struct RoomDirectory: Sendable {
     /// Processes one event at `time` and returns what to do, in order.
     public mutating func handle(_ event: Event, at time: SignalingTime) -> [Action] {
         let now = time.monotonic
+        if lastTick == nil { lastTick = now } // the pause tolerance counts from the first event
         switch event {
         case .connected(let id):
             guard connections[id] == nil else { return [] }
-            if connections.count >= configuration.maximumConnections {
-                return refuseConnection(id, message: "the server has its maximum of \(configuration.maximumConnections) connections: try again later")
-            }
-            if unjoinedConnectionCount >= configuration.maximumUnjoinedConnections {
-                return refuseConnection(id, message: "too many connections are waiting to join (\(configuration.maximumUnjoinedConnections)): try again later")
+            // When full, the connection that has waited longest without joining makes room: a client
+            // joins within a round trip of connecting, so idle ones crowding the server are pushed
+            // out by newcomers (reconnecting participants among them) instead of locking them out.
+            var actions: [Action] = []
+            let full = connections.count >= configuration.maximumConnections
+            if full || unjoinedConnectionCount >= configuration.maximumUnjoinedConnections {
+                guard let oldest = oldestUnjoinedConnection else {
+                    return refuseConnection(id, message: "the server has its maximum of \(configuration.maximumConnections) connections: try again later")
+                }
+                connections.removeValue(forKey: oldest)
+                actions = refuseConnection(oldest, message: "the server is full and this connection had not joined a room: join right after connecting")
             }
             connections[id] = Connection(now: now, configuration: configuration)
-            return []
+            return actions
         case let .received(message, id):
             guard connections[id] != nil else { return [] }
             connections[id]?.lastSeen = now
             guard connections[id]?.messages.take(1, now: now) == true else {
-                return expel(id, SignalingError(.rateLimited, "more than \(configuration.messageRate) messages: slow down"))
+                return expel(id, messageRateError(for: id))
             }
             if case .join = message, connections[id]?.joins.take(1, now: now) != true {
                 return expel(id, SignalingError(.rateLimited, "more than \(configuration.joinRate) joins on one connection"))
@@ -325,8 +375,13 @@ public struct RoomDirectory: Sendable {
             return expel(id, error)
         case let .transport(id, reading):
             return transport(reading, of: id, now: now)
-        case .byteRateExceeded(let id):
-            return expel(id, byteRateError, abort: true)
+        case .controlFrame(let id):
+            guard connections[id] != nil else { return [] }
+            connections[id]?.lastSeen = now
+            guard connections[id]?.messages.take(1, now: now) == true else {
+                return expel(id, messageRateError(for: id))
+            }
+            return []
         case .disconnected(let id):
             guard let connection = connections.removeValue(forKey: id) else { return [] }
             return drop(connection, lastSignOfLife: now)
@@ -343,6 +398,11 @@ public struct RoomDirectory: Sendable {
     }
 
     // MARK: - Limits
+
+    /// The connection not in a room that has been idle longest.
+    private var oldestUnjoinedConnection: ConnectionID? {
+        connections.filter { $0.value.room == nil }.min { ($0.value.idleSince, $0.key) < ($1.value.idleSince, $1.key) }?.key
+    }
 
     private func refuseConnection(_ id: ConnectionID, message: String) -> [Action] {
         [.send(.error(code: .serverFull, message: message), to: id), .close(id, code: .serverFull), .log(.closed(id, code: .serverFull))]
@@ -363,8 +423,14 @@ public struct RoomDirectory: Sendable {
         return actions
     }
 
-    private var byteRateError: SignalingError {
-        SignalingError(.rateLimited, "more than \(configuration.byteRate) bytes: slow down")
+    private func byteRateError(for id: ConnectionID) -> SignalingError {
+        let joined = connections[id]?.room != nil
+        return SignalingError(.rateLimited, "more than \(joined ? configuration.byteRate : configuration.unjoinedByteRate) bytes\(joined ? "" : " before joining"): slow down")
+    }
+
+    private func messageRateError(for id: ConnectionID) -> SignalingError {
+        let joined = connections[id]?.room != nil
+        return SignalingError(.rateLimited, "more than \(joined ? configuration.messageRate : configuration.unjoinedMessageRate) messages\(joined ? "" : " before joining"): slow down")
     }
 
     private mutating func transport(_ reading: TransportReading, of id: ConnectionID, now: TimeInterval) -> [Action] {
@@ -372,7 +438,7 @@ public struct RoomDirectory: Sendable {
         let received = reading.bytesReceived >= connection.bytesReceived ? reading.bytesReceived - connection.bytesReceived : 0
         connection.bytesReceived = max(connection.bytesReceived, reading.bytesReceived)
         if received > 0, !connection.bytes.take(Double(received), now: now) {
-            return expel(id, byteRateError)
+            return expel(id, byteRateError(for: id))
         }
         if reading.backlogBytes > configuration.maximumBacklogBytes {
             return expel(id, SignalingError(.slowConsumer, "\(reading.backlogBytes) bytes queued for this connection and not read: read what the server sends"), abort: true)
@@ -415,6 +481,8 @@ public struct RoomDirectory: Sendable {
             return broadcast(.muteChanged(user: user, muted: muted), in: room, except: user)
         case .leave:
             connections[id]?.room = nil
+            connections[id]?.messages = TokenBucket(configuration.unjoinedMessageRate, now: time.monotonic)
+            connections[id]?.bytes = TokenBucket(configuration.unjoinedByteRate, now: time.monotonic)
             connections[id]?.user = nil
             connections[id]?.idleSince = time.monotonic
             return remove(user: user, from: room, reason: .left)
@@ -454,6 +522,11 @@ public struct RoomDirectory: Sendable {
             resumed = false
         }
         rooms[room] = members
+        if connections[id]?.room == nil {
+            // A participant's allowances: full, and sized for a call (offers, candidates).
+            connections[id]?.messages = TokenBucket(configuration.messageRate, now: time.monotonic)
+            connections[id]?.bytes = TokenBucket(configuration.byteRate, now: time.monotonic)
+        }
         connections[id]?.room = room
         connections[id]?.user = user
         let me = members.first { $0.user == user }
@@ -521,6 +594,10 @@ public struct RoomDirectory: Sendable {
     }
 
     private mutating func tick(now: TimeInterval) -> [Action] {
+        if let tolerance = configuration.pauseTolerance, let last = lastTick, now - last > tolerance {
+            forgive(pause: now - last - tolerance, now: now)
+        }
+        lastTick = now
         var actions: [Action] = []
         for (id, connection) in connections.sorted(by: { $0.key < $1.key }) {
             if now - connection.lastSeen > configuration.silenceTimeout {
@@ -547,6 +624,22 @@ public struct RoomDirectory: Sendable {
             }
         }
         return actions
+    }
+
+    /// Moves every client's clocks on by `pause`, time the server was not looking (never past `now`).
+    private mutating func forgive(pause: TimeInterval, now: TimeInterval) {
+        for id in connections.keys {
+            guard var connection = connections[id] else { continue }
+            connection.lastSeen = min(now, connection.lastSeen + pause)
+            connection.idleSince = min(now, connection.idleSince + pause)
+            connection.stalledSince = connection.stalledSince.map { min(now, $0 + pause) }
+            connections[id] = connection
+        }
+        for room in rooms.keys {
+            guard var members = rooms[room] else { continue }
+            for index in members.indices { members[index].heldSince = members[index].heldSince.map { min(now, $0 + pause) } }
+            rooms[room] = members
+        }
     }
 
     static func closeCode(for code: SignalingErrorCode) -> WebSocketCloseCode {

@@ -22,8 +22,8 @@ final class ServerAcceptor {
     private let server: UnsafeMutablePointer<SoupServer>
     private let onFailure: (String) -> Void
     private let admit: (UnsafeMutablePointer<GSocket>) -> Bool
-    private var source: UnsafeMutablePointer<GSource>?
-    private var retry: UnsafeMutablePointer<GSource>?
+    private var source: GLibSource?
+    private var retry: GLibSource?
     private var closed = false
 
     /// Connections the kernel completes and queues until the loop accepts them (capped by
@@ -67,9 +67,6 @@ final class ServerAcceptor {
     func close() {
         guard !closed else { return }
         closed = true
-        for pending in [source, retry] {
-            if let pending { g_source_destroy(pending); g_source_unref(pending) }
-        }
         source = nil
         retry = nil
         g_socket_close(socket, nil)
@@ -102,17 +99,8 @@ final class ServerAcceptor {
     // MARK: Accepting
 
     private func watch() {
-        guard !closed, let source = g_socket_create_source(socket, G_IO_IN, nil) else { return }
-        self.source = source
-        let box = Unmanaged.passRetained(AcceptCallback { [weak self] in self?.acceptPending() ?? false }).toOpaque()
-        let dispatch: @convention(c) (UnsafeMutablePointer<GSocket>?, GIOCondition, gpointer?) -> gboolean = { _, _, data in
-            guard let data else { return 0 }
-            return Unmanaged<AcceptCallback>.fromOpaque(data).takeUnretainedValue().body() ? 1 : 0
-        }
-        g_source_set_callback(source, unsafeBitCast(dispatch, to: GSourceFunc.self), box) { data in
-            if let data { Unmanaged<AcceptCallback>.fromOpaque(data).release() }
-        }
-        g_source_attach(source, g_main_context_get_thread_default())
+        guard !closed, let socketSource = g_socket_create_source(socket, G_IO_IN, nil) else { return }
+        source = GLibSource(socketSource, signature: .socket) { [weak self] in self?.acceptPending() ?? false }
     }
 
     /// Accepts what is queued; false removes the watch (after a failure, `pause` sets a new one up later).
@@ -136,24 +124,13 @@ final class ServerAcceptor {
     }
 
     private func pause() {
-        if let source { g_source_unref(source) }
         source = nil
-        guard !closed, let timer = g_timeout_source_new(Self.pauseAfterFailureMilliseconds) else { return }
-        retry = timer
-        let box = Unmanaged.passRetained(AcceptCallback { [weak self] in
-            guard let self else { return false }
-            if let retry = self.retry { g_source_unref(retry) }
-            self.retry = nil
-            self.watch()
+        guard !closed else { return }
+        retry = GLibSource(milliseconds: Self.pauseAfterFailureMilliseconds) { [weak self] in
+            self?.retry = nil
+            self?.watch()
             return false
-        }).toOpaque()
-        g_source_set_callback(timer, { data in
-            guard let data else { return 0 }
-            return Unmanaged<AcceptCallback>.fromOpaque(data).takeUnretainedValue().body() ? 1 : 0
-        }, box) { data in
-            if let data { Unmanaged<AcceptCallback>.fromOpaque(data).release() }
         }
-        g_source_attach(timer, g_main_context_get_thread_default())
     }
 
     /// Gives an accepted socket to the HTTP server as a stream; consumes the socket's reference.
@@ -176,10 +153,4 @@ final class ServerAcceptor {
             onFailure(GLibError(consuming: error, what: "taking a connection").message)
         }
     }
-}
-
-/// A closure carried through a GSource's user data.
-private final class AcceptCallback {
-    let body: () -> Bool
-    init(_ body: @escaping () -> Bool) { self.body = body }
 }

@@ -13,7 +13,7 @@ import Glibc
 /// become a WebSocket, and the kernel's counters for it. Holds a reference to the `GSocket` (the
 /// descriptor stays libsoup's: it closes the stream, which closes the socket).
 ///
-/// Used on the server's loop thread only (its static `byteCounts` on any thread).
+/// Used on the server's loop thread only.
 final class TransportSocket {
     private let socket: UnsafeMutablePointer<GSocket>
     /// When it was accepted (monotonic seconds).
@@ -59,12 +59,8 @@ final class TransportSocket {
         return Counters(received: received, acknowledged: acknowledged, queued: Int(max(0, queued)))
     }
 
-    /// The socket's descriptor, for `TransportGuard` to duplicate (-1 once closed).
-    var descriptor: Int32 { isClosed ? -1 : g_socket_get_fd(socket) }
-
     /// Bytes received and bytes acknowledged by the peer since the connection opened, from the
     /// kernel's `TCP_INFO` for descriptor `fd`; nil if it will not say (not an open TCP socket).
-    /// Touches nothing but `fd`: `TransportGuard` calls it from its own thread.
     static func byteCounts(_ fd: Int32) -> (received: UInt64, acknowledged: UInt64)? {
         // Linux's `struct tcp_info` (linux/tcp.h, which Glibc's module does not import; glibc's own
         // copy stops before these fields): tcpi_bytes_acked at byte 120 and tcpi_bytes_received at
@@ -80,11 +76,12 @@ final class TransportSocket {
         }
     }
 
-    /// The TCP socket under a libsoup WebSocket connection: libsoup wraps the stream the acceptor
-    /// gave it (a `GSocketConnection`) in a private `SoupIOStream`, whose `base-iostream` property is
-    /// that stream. Nil if the layering is not as expected (another libsoup version).
-    static func socket(of connection: OpaquePointer) -> UnsafeMutablePointer<GSocket>? {
-        guard var stream = soup_websocket_connection_get_io_stream(connection) else { return nil }
+    /// The TCP socket under the stream libsoup hands over after an upgrade: libsoup wraps the stream
+    /// the acceptor gave it (a `GSocketConnection`) in a private `SoupIOStream`, whose
+    /// `base-iostream` property is that stream. Nil if the layering is not as expected (another
+    /// libsoup version): the connection then works without the kernel's counters.
+    static func socket(under stream: UnsafeMutablePointer<GIOStream>) -> UnsafeMutablePointer<GSocket>? {
+        var stream = stream
         let object = UnsafeMutableRawPointer(stream)
         if let instance = object.assumingMemoryBound(to: GTypeInstance.self).pointee.g_class,
            let property = g_object_class_find_property(UnsafeMutableRawPointer(instance).assumingMemoryBound(to: GObjectClass.self), "base-iostream") {
@@ -92,7 +89,7 @@ final class TransportSocket {
             g_value_init(&value, property.pointee.value_type)
             defer { g_value_unset(&value) }
             g_object_get_property(object.assumingMemoryBound(to: GObject.self), "base-iostream", &value)
-            // Borrowed: the SoupIOStream keeps its base alive as long as the connection lives.
+            // Borrowed: the SoupIOStream keeps its base alive as long as it lives.
             guard let base = g_value_get_object(&value) else { return nil }
             stream = base.assumingMemoryBound(to: GIOStream.self)
         }

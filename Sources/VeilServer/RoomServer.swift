@@ -185,6 +185,19 @@ public final class RoomServer: @unchecked Sendable {
         return (try? loop.sync { core.status() }) ?? Status(rooms: 0, participants: 0, connections: 0, uptimeSeconds: 0)
     }
 
+    /// Holds the server's loop for `seconds`, as a busy machine or a stop signal would (tests).
+    func holdLoop(for seconds: TimeInterval) {
+        guard let loop = lifecycle.withLock({ $0.loop }) else { return }
+        // A source of the loop's own, so that the loop's thread is the one held (`GLibLoop.sync`
+        // may run its body on the calling thread, owning the context meanwhile).
+        let held = DispatchSemaphore(value: 0)
+        loop.after(milliseconds: 0) {
+            Thread.sleep(forTimeInterval: seconds)
+            held.signal()
+        }
+        held.wait()
+    }
+
     static func webSocketURL(host: String, port: Int) -> URL {
         var shown = host
         if host == "0.0.0.0" || host == "localhost" { shown = "127.0.0.1" }
@@ -207,7 +220,11 @@ final class ServerCore: @unchecked Sendable {
     private var server: UnsafeMutablePointer<SoupServer>?
     private var acceptor: ServerAcceptor?
     private var directory: RoomDirectory
-    private var peers: [ConnectionID: WebSocketPeer] = [:]
+    private var peers: [ConnectionID: Peer] = [:]
+    private var paused: Set<ConnectionID> = []
+    private var closing: [ConnectionID: TimeInterval] = [:] // when a closing connection is cut
+    private var budget: ReadBudget
+    private var logThrottle = LogThrottle()
     private var sockets: [UnsafeMutableRawPointer: TransportSocket] = [:]
     private let socketLimit: Int
     private let handshakeTimeout: TimeInterval
@@ -216,11 +233,16 @@ final class ServerCore: @unchecked Sendable {
     private var pending: [RoomDirectory.Event] = []
     private var processing = false
     private var timer: GLibTimer?
-    /// The byte-rate limit off the loop (see `TransportGuard`); stopped in `tearDown`.
-    private var transportGuard: TransportGuard?
     private var whenDrained: (() -> Void)?
     private let startedAt: TimeInterval
     private(set) var port = 0
+
+    /// How long a connection the server closed has to answer with its close frame before it is cut.
+    static let closeTimeout: TimeInterval = 5
+
+    /// What a closing connection may still send before it is cut (its close frame, and whatever
+    /// was in flight when the server's close left).
+    static let readAfterClose: UInt64 = 64 * 1024
 
     /// How often `tick` runs (silences, join deadlines, grace periods).
     static let tickMilliseconds: UInt32 = 100
@@ -230,11 +252,10 @@ final class ServerCore: @unchecked Sendable {
         self.loop = loop
         self.clock = configuration.clock
         self.emit = emit
-        // Every connection is a descriptor, and a WebSocket two (`TransportGuard` holds a duplicate):
-        // never promise more than the open-file limit can hold.
+        // Every connection is a descriptor: never promise more than the open-file limit can hold.
         var rooms = configuration.rooms
         if let files = TransportSocket.openFileLimit {
-            let fitting = max(1, (files - RoomServer.socketHeadroom - RoomServer.reservedFiles) / 2)
+            let fitting = max(1, files - RoomServer.socketHeadroom - RoomServer.reservedFiles)
             if rooms.maximumConnections > fitting {
                 rooms.maximumConnections = fitting
                 rooms.maximumUnjoinedConnections = min(rooms.maximumUnjoinedConnections, max(1, fitting / 2))
@@ -249,6 +270,7 @@ final class ServerCore: @unchecked Sendable {
         }
         directory = RoomDirectory(configuration: rooms, tokens: TokenAuthority(secret: configuration.secret))
         startedAt = configuration.clock().monotonic
+        budget = ReadBudget(rooms, now: startedAt)
 
         let host = configuration.host == "localhost" ? "127.0.0.1" : configuration.host
         guard (0...65535).contains(configuration.port) else {
@@ -265,24 +287,21 @@ final class ServerCore: @unchecked Sendable {
         let server = SOUP_SERVER(object)
         self.server = server
 
+        // One handler for every path; `/ws` upgrades to Veil's own WebSocket framing (see
+        // `WebSocketSession`), so libsoup's WebSocket handler, and with it permessage-deflate, is never used.
         let me = Unmanaged.passRetained(self).toOpaque()
-        soup_server_add_websocket_handler(server, RoomServer.webSocketPath, nil, nil, { _, _, _, connection, data in
-            guard let data, let connection else { return }
-            Unmanaged<ServerCore>.fromOpaque(data).takeUnretainedValue().accept(connection)
-        }, me, { data in if let data { Unmanaged<ServerCore>.fromOpaque(data).release() } })
-        let me2 = Unmanaged.passRetained(self).toOpaque()
         soup_server_add_handler(server, nil, { _, message, path, _, data in
             guard let data, let message else { return }
             Unmanaged<ServerCore>.fromOpaque(data).takeUnretainedValue()
                 .serveHTTP(message, path: path.map { String(cString: $0) } ?? "/")
-        }, me2, { data in if let data { Unmanaged<ServerCore>.fromOpaque(data).release() } })
+        }, me, { data in if let data { Unmanaged<ServerCore>.fromOpaque(data).release() } })
 
         // Every request Veil answers is bodiless (GET, HEAD, the WebSocket upgrade). One that
         // announces a body is refused once its headers are in, and its body is discarded as it
         // arrives instead of being collected in memory (one request could otherwise take
         // gigabytes); the answer goes out once the body is read (or `handshakeTimeout` cuts it).
-        for path in [nil, RoomServer.webSocketPath] {
-            soup_server_add_early_handler(server, path, { _, message, _, _, _ in
+        do {
+            soup_server_add_early_handler(server, nil, { _, message, _, _, _ in
                 guard let message else { return }
                 let headers = soup_server_message_get_request_headers(message)
                 let encoding = soup_message_headers_get_encoding(headers)
@@ -312,15 +331,14 @@ final class ServerCore: @unchecked Sendable {
             tearDown()
             throw VeilError.io("cannot listen on \(configuration.host):\(configuration.port) (\(error)): is another server using the port? Choose another with --port")
         }
-        transportGuard = TransportGuard(limit: rooms.byteRate) { [weak self, weak loop] id in
-            guard let core = self, let loop else { return }
-            loop.perform { [weak core] in core?.transportGuardCut(id) }
-        }
         timer = loop.every(milliseconds: Self.tickMilliseconds) { [weak self] in
             guard let self else { return false }
             self.sweepSockets()
             self.readTransports()
             self.feed(.tick)
+            self.cutUnansweredCloses()
+            self.resumePaused()
+            self.writeLogSummaries()
             return true
         }
     }
@@ -337,6 +355,7 @@ final class ServerCore: @unchecked Sendable {
         timer?.cancel()
         timer = nil
         whenDrained = drained
+        writeLogSummaries(flush: true)
         feed(.shutdown)
         checkDrained()
     }
@@ -345,15 +364,13 @@ final class ServerCore: @unchecked Sendable {
     func tearDown() {
         timer?.cancel()
         timer = nil
-        transportGuard?.stop()
-        transportGuard = nil
         acceptor?.close()
         acceptor = nil
         whenDrained = nil
         sockets.removeAll()
         let remaining = peers.values
         peers.removeAll()
-        for peer in remaining { peer.abort() }
+        for peer in remaining { peer.session.abort() }
         if let server {
             soup_server_disconnect(server)
             g_object_unref(UnsafeMutableRawPointer(server))  // drops the handlers, which release us
@@ -367,11 +384,27 @@ final class ServerCore: @unchecked Sendable {
     /// `server_full` to WebSockets beyond `maximumConnections`; the headroom lets it, and `/health`).
     private func admit(_ socket: UnsafeMutablePointer<GSocket>) -> Bool {
         if sockets.count >= socketLimit { sweepSockets() }
-        guard sockets.count < socketLimit else { return false }
+        // Full, or too many still in their HTTP request: the one that has spent longest in its
+        // request makes room (a real request takes a round trip; one that sends nothing, or half a
+        // request, is the one to go), so that `/health` and WebSocket upgrades keep getting in.
+        if sockets.count >= socketLimit || pendingSocketCount >= pendingSocketLimit {
+            guard let (key, oldest) = sockets.filter({ !$0.value.upgraded }).min(by: { $0.value.acceptedAt < $1.value.acceptedAt }) else {
+                return false
+            }
+            oldest.shutDown()
+            sockets[key] = nil
+        }
         let transport = TransportSocket(socket, acceptedAt: clock().monotonic)
         sockets[transport.key] = transport
         return true
     }
+
+    /// Sockets accepted and not (yet) a WebSocket.
+    private var pendingSocketCount: Int { sockets.values.reduce(0) { $0 + ($1.upgraded ? 0 : 1) } }
+
+    /// The most sockets that may be in their HTTP request at once: the headroom, or a quarter of the
+    /// connection cap if that is more.
+    private var pendingSocketLimit: Int { max(RoomServer.socketHeadroom, directory.configuration.maximumConnections / 4) }
 
     /// Forgets sockets libsoup has closed; shuts down those that have been neither a WebSocket nor
     /// answered within `handshakeTimeout` (libsoup 3.2 has no such deadline of its own).
@@ -394,43 +427,139 @@ final class ServerCore: @unchecked Sendable {
         }
     }
 
-    private func accept(_ connection: OpaquePointer) {
+    /// Answers a WebSocket upgrade on `/ws` (no extension, no subprotocol) and, once the 101 is
+    /// written, takes the connection over from libsoup. False if the request is not a valid upgrade.
+    private func upgrade(_ message: OpaquePointer) -> Bool {
+        guard soup_websocket_server_check_handshake(message, nil, nil, nil, nil) != 0,
+              soup_websocket_server_process_handshake(message, nil, nil, nil, nil) != 0 else { return false }
+        let object = UnsafeMutableRawPointer(message)
+        _ = GSignal.connect(object, "wrote-informational") { [weak self] in
+            g_object_ref(object)
+            defer { g_object_unref(object) }
+            guard let stream = soup_server_message_steal_connection(message) else { return }
+            self?.accept(stream)
+        }
+        return true
+    }
+
+    /// A WebSocket connection from libsoup: `stream` is its new reference to the connection's stream.
+    private func accept(_ stream: UnsafeMutablePointer<GIOStream>) {
         let id = ConnectionID(nextID)
         nextID += 1
-        let transport = TransportSocket.socket(of: connection).flatMap { sockets[UnsafeMutableRawPointer($0)] }
+        let transport = TransportSocket.socket(under: stream).flatMap { sockets[UnsafeMutableRawPointer($0)] }
         transport?.upgraded = true
-        if let transport { transportGuard?.watch(id, fd: transport.descriptor) }
-        peers[id] = WebSocketPeer(connection: connection, transport: transport,
-                                  onMessage: { [weak self] isText, bytes in self?.received(isText: isText, bytes, from: id) },
-                                  onClosed: { [weak self] in self?.closed(id) })
+        guard let session = WebSocketSession(stream: stream, transport: transport,
+                                             onReadable: { [weak self] in self?.readable(id) },
+                                             onClosed: { [weak self] in self?.closed(id) }) else { return }
+        peers[id] = Peer(session: session, reader: WebSocketFrameReader(messageLimit: directory.messageLimit(for: id)),
+                         baseline: transport?.counters())
         feed(.connected(id))
     }
 
-    private func received(isText: Bool, _ bytes: [UInt8], from id: ConnectionID) {
-        guard isText else {
-            feed(.invalid(SignalingError(.badMessage, "binary frames are not accepted: send JSON text"), from: id))
+    /// Connection `id` has something to read: reads one slice, as much as its budget allows, and
+    /// handles the frames in it.
+    private func readable(_ id: ConnectionID) {
+        guard let peer = peers[id] else { return }
+        let now = clock().monotonic
+        let joined = directory.isJoined(id)
+        let allowance = budget.allowance(joined: joined, now: now)
+        guard allowance >= ReadBudget.smallestRead else {
+            peer.session.pauseReading()
+            paused.insert(id)
             return
         }
-        do {
-            feed(.received(try SignalingMessage.decode(ClientMessage.self, from: bytes), from: id))
-        } catch {
-            feed(.invalid(error, from: id))
+        switch peer.session.read(upTo: allowance) {
+        case .wouldBlock:
+            return
+        case .ended:
+            peer.session.ended()
+            return
+        case .bytes(let bytes):
+            budget.charge(bytes.count, joined: joined, now: now)
+            // Closing, a client has only its close frame left to send: one that keeps streaming
+            // instead is cut rather than read on.
+            if let closedAt = peer.session.bytesReadAtClose, peer.session.bytesRead - closedAt > Self.readAfterClose {
+                peer.session.abort()
+                return closed(id)
+            }
+            // The byte rate first, so that a connection over it is closed before its bytes are parsed.
+            if peer.session.isOpen, let reading = peer.transportReading() { feed(.transport(id, reading)) }
+            peer.reader.append(bytes)
+            handleFrames(of: id)
         }
     }
 
-    /// The transport guard cut connection `id` for its byte rate (reported from its thread): the
-    /// directory expels it, unless `closed` got there first.
-    private func transportGuardCut(_ id: ConnectionID) {
-        guard transportGuard?.take(id) == true else { return }
-        feed(.byteRateExceeded(id))
+    private func handleFrames(of id: ConnectionID) {
+        while let peer = peers[id] {
+            let session = peer.session
+            peer.reader.messageLimit = directory.messageLimit(for: id)
+            let event: WebSocketFrameReader.Event
+            do {
+                guard let next = try peer.reader.next() else { return }
+                event = next
+            } catch {
+                // Nothing more is read from it: its error and close frame go out, then the connection.
+                if session.isOpen {
+                    let code: SignalingErrorCode = error.closeCode == 1009 ? .messageTooLarge : .badMessage
+                    feed(.invalid(SignalingError(code, error.reason), from: id))
+                }
+                session.finishAfterFlush(closeCode: error.closeCode)
+                return
+            }
+            switch event {
+            case .text(let bytes):
+                guard session.isOpen else { continue } // closing: only its close frame matters
+                do {
+                    feed(.received(try SignalingMessage.decode(ClientMessage.self, from: bytes), from: id))
+                } catch {
+                    feed(.invalid(error, from: id))
+                }
+            case .binary:
+                guard session.isOpen else { continue }
+                feed(.invalid(SignalingError(.badMessage, "binary frames are not accepted: send JSON text"), from: id))
+            case .ping(let payload):
+                guard session.isOpen else { continue }
+                feed(.controlFrame(id))
+                if session.isOpen { session.pong(payload) }
+            case .pong:
+                guard session.isOpen else { continue }
+                feed(.controlFrame(id))
+            case .close(let code):
+                session.closeReceived(code: code)
+                return
+            }
+        }
+    }
+
+    private func writeLogSummaries(flush: Bool = false) {
+        let time = clock()
+        for summary in logThrottle.summaries(now: time.monotonic, flush: flush) {
+            emit(.heldBack(kind: summary.kind, lines: summary.lines, codes: summary.codes, seconds: summary.seconds), time.date)
+        }
+    }
+
+    /// Cuts connections that have not answered the server's close within `closeTimeout`.
+    private func cutUnansweredCloses() {
+        let now = clock().monotonic
+        for (id, deadline) in closing where deadline <= now {
+            closing[id] = nil
+            guard let peer = peers[id] else { continue }
+            peer.session.abort()
+            closed(id)
+        }
+    }
+
+    /// Reading resumes for connections paused when the server-wide budget ran out.
+    private func resumePaused() {
+        for id in paused.sorted() { peers[id]?.session.resumeReading() }
+        paused.removeAll()
     }
 
     private func closed(_ id: ConnectionID) {
-        // Keep the peer alive until the signal emission that brought us here has returned.
+        // Keep the peer alive until the callback that brought us here has returned.
         if let peer = peers.removeValue(forKey: id) { loop?.perform { withExtendedLifetime(peer) {} } }
-        // The guard's descriptor goes now (it holds the connection open); if the guard's cut is
-        // why libsoup closed, the directory hears that first, so that the offender is kicked.
-        if transportGuard?.forget(id) == true { feed(.byteRateExceeded(id)) }
+        paused.remove(id)
+        closing[id] = nil
         feed(.disconnected(id))
         checkDrained()
     }
@@ -459,22 +588,19 @@ final class ServerCore: @unchecked Sendable {
     private func perform(_ action: RoomDirectory.Action, at time: SignalingTime) {
         switch action {
         case let .send(message, id):
-            peers[id]?.send(SignalingMessage.encode(message))
+            peers[id]?.session.send(text: SignalingMessage.encode(message))
         case let .close(id, code):
             guard let peer = peers[id] else { return }
-            peer.close(code)
-            // A peer that never answers the close frame is cut after a while.
-            loop?.after(milliseconds: 5000) { [weak self, weak peer] in
-                guard let self, let peer, self.peers[id] === peer else { return }
-                peer.abort()
-                self.closed(id)
-            }
+            peer.session.close(code: UInt16(code.rawValue))
+            // A peer that never answers the close frame is cut after a while (checked on the tick:
+            // a timer per closing connection would make a flood of them costly for the loop).
+            closing[id] = time.monotonic + Self.closeTimeout
         case .abort(let id):
             guard let peer = peers[id] else { return }
-            peer.abort()
+            peer.session.abort()
             closed(id)
         case .log(let activity):
-            emit(.activity(activity), time.date)
+            if logThrottle.admit(activity, now: time.monotonic) { emit(.activity(activity), time.date) }
         }
     }
 
@@ -490,6 +616,7 @@ final class ServerCore: @unchecked Sendable {
             let s = status()
             respond(message, status: 200, json: #"{"participants":\#(s.participants),"rooms":\#(s.rooms),"status":"ok","uptimeSeconds":\#(s.uptimeSeconds)}"#)
         case RoomServer.webSocketPath:
+            if method == "GET", upgrade(message) { return }
             respond(message, status: 426, json: #"{"error":"connect with a WebSocket client (signaling protocol v1)"}"#)
         default:
             let headers = soup_server_message_get_request_headers(message)
@@ -524,65 +651,28 @@ final class ServerCore: @unchecked Sendable {
     }
 }
 
-/// One server-side WebSocket connection: holds a reference until released, forwards its
-/// "message" and "closed" signals. Used on the loop thread only.
-final class WebSocketPeer {
-    private let connection: OpaquePointer // SoupWebsocketConnection
-    private var handlers: [UInt] = []
-    private let transport: TransportSocket?
+/// A WebSocket connection as the server holds it: the session (bytes) and its frame reader.
+/// Used on the loop thread only.
+final class Peer {
+    let session: WebSocketSession
+    var reader: WebSocketFrameReader
     private let baseline: TransportSocket.Counters? // the HTTP upgrade's bytes, not counted
-    private var bytesQueued: UInt64 = 0              // WebSocket frames handed to libsoup
 
-    init(connection: OpaquePointer, transport: TransportSocket?,
-         onMessage: @escaping (_ isText: Bool, [UInt8]) -> Void, onClosed: @escaping () -> Void) {
-        self.connection = connection
-        self.transport = transport
-        baseline = transport?.counters()
-        let object = UnsafeMutableRawPointer(connection)
-        g_object_ref(object) // the handler's reference is not ours to keep
-        // Above the protocol's 64 KiB so the directory can answer message_too_large itself;
-        // libsoup cuts anything larger than this with close code 1009.
-        soup_websocket_connection_set_max_incoming_payload_size(connection, guint64(SignalingMessage.maxSize * 4))
-        handlers.append(GSignal.connect(object, "message") { (type: Int32, data: gpointer?) in
-            onMessage(UInt32(bitPattern: type) == SOUP_WEBSOCKET_DATA_TEXT.rawValue, bytes(of: OpaquePointer(data)))
-        })
-        handlers.append(GSignal.connect(object, "closed") { onClosed() })
+    init(session: WebSocketSession, reader: WebSocketFrameReader, baseline: TransportSocket.Counters?) {
+        self.session = session
+        self.reader = reader
+        self.baseline = baseline
     }
 
-    deinit {
-        let object = UnsafeMutableRawPointer(connection)
-        for handler in handlers { GSignal.disconnect(object, handler) }
-        g_object_unref(object)
-    }
-
-    private var isOpen: Bool { soup_websocket_connection_get_state(connection) == SOUP_WEBSOCKET_STATE_OPEN }
-
-    func send(_ text: String) {
-        guard isOpen else { return }
-        let length = UInt64(text.utf8.count)
-        bytesQueued += length + (length < 126 ? 2 : length < 65536 ? 4 : 10) // unmasked frame header
-        soup_websocket_connection_send_text(connection, text)
-    }
-
-    /// The kernel's counters since the upgrade, and what is queued for the peer and not yet
-    /// acknowledged: libsoup's queue (frames handed to it minus bytes acknowledged, an estimate that
-    /// ignores its own control frames) or the kernel's send queue, whichever is larger.
+    /// What the directory's limits need: the bytes read since the upgrade, the bytes the client's
+    /// TCP has acknowledged, and what waits for it (in the session's queue and in the kernel's).
     func transportReading() -> RoomDirectory.TransportReading? {
-        guard let transport, let baseline, let now = transport.counters() else { return nil }
-        let received = now.received >= baseline.received ? now.received - baseline.received : 0
-        let acknowledged = now.acknowledged >= baseline.acknowledged ? now.acknowledged - baseline.acknowledged : 0
-        let unacknowledged = bytesQueued > acknowledged ? Int(clamping: bytesQueued - acknowledged) : 0
-        return .init(bytesReceived: received, bytesAcknowledged: acknowledged, backlogBytes: max(unacknowledged, now.queued))
-    }
-
-    func close(_ code: WebSocketCloseCode) {
-        guard isOpen else { return }
-        soup_websocket_connection_close(connection, gushort(code.rawValue), nil)
-    }
-
-    /// Cuts the transport without a closing handshake.
-    func abort() {
-        guard let stream = soup_websocket_connection_get_io_stream(connection) else { return }
-        g_io_stream_close(stream, nil, nil)
+        let kernel = session.transport?.counters()
+        var acknowledged: UInt64 = 0
+        if let kernel, let baseline, kernel.acknowledged >= baseline.acknowledged {
+            acknowledged = kernel.acknowledged - baseline.acknowledged
+        }
+        return .init(bytesReceived: session.bytesRead, bytesAcknowledged: acknowledged,
+                     backlogBytes: session.queuedBytes + (kernel?.queued ?? 0))
     }
 }

@@ -17,6 +17,10 @@ public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
         /// Accepting a connection failed (out of file descriptors, say); the server pauses accepting
         /// for a moment and tries again. The reason is the system's.
         case acceptFailed(String)
+        /// Log lines strangers can cause (refused joins, closed connections that never joined) came
+        /// faster than the log takes them (`LogThrottle`): `lines` of `kind` (`refuse`, `close`)
+        /// were held back over `seconds`, with these counts per error code.
+        case heldBack(kind: String, lines: Int, codes: [String: Int], seconds: TimeInterval)
         /// The server stopped; the stream ends after this.
         case stopped
     }
@@ -32,6 +36,9 @@ public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
         case .listening(let url): return "\(stamp) listen url=\(url.absoluteString)"
         case .activity(let activity): return "\(stamp) \(activity)"
         case .acceptFailed(let reason): return "\(stamp) accept-failed retry=0.25s error=\"\(reason)\""
+        case let .heldBack(kind, lines, codes, seconds):
+            let counts = codes.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+            return "\(stamp) held-back kind=\(kind) lines=\(lines) seconds=\(String(format: "%.1f", seconds)) codes=\(counts)"
         case .stopped: return "\(stamp) stop"
         }
     }

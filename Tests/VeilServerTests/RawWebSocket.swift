@@ -43,11 +43,12 @@ final class RawWebSocket {
         Glibc.close(fd)
     }
 
-    /// Opens a WebSocket on `port`: sends the upgrade request and reads exactly the 101 answer.
-    static func open(port: Int, receiveBuffer: Int32? = nil) throws -> RawWebSocket {
+    /// Opens a WebSocket on `port`: sends the upgrade request (with `headers`, each ending in CRLF)
+    /// and reads exactly the 101 answer, kept in `handshakeAnswer`.
+    static func open(port: Int, receiveBuffer: Int32? = nil, headers: String = "") throws -> RawWebSocket {
         let socket = try RawWebSocket(port: port, receiveBuffer: receiveBuffer)
         try socket.write(Array(("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\(headers)\r\n").utf8))
         var answer: [UInt8] = []
         var byte: UInt8 = 0
         while !answer.ends(with: Array("\r\n\r\n".utf8)) {
@@ -57,7 +58,41 @@ final class RawWebSocket {
         guard String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 101") else {
             throw Failure(description: "not upgraded: \(String(decoding: answer, as: UTF8.self))")
         }
+        socket.handshakeAnswer = String(decoding: answer, as: UTF8.self)
         return socket
+    }
+
+    /// The server's answer to the upgrade request (status line and headers).
+    private(set) var handshakeAnswer = ""
+
+    /// Reads the server's frames until its close frame, the end of the connection or `timeout`:
+    /// the text messages received and the close code (nil if no close frame came).
+    func readUntilClose(timeout: TimeInterval) -> (texts: [String], closeCode: UInt16?) {
+        var pending: [UInt8] = []
+        var texts: [String] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(timeout)
+        while deadline.timeIntervalSinceNow > 0 {
+            // Whole frames first (server frames are unmasked).
+            while pending.count >= 2 {
+                var length = Int(pending[1] & 0x7F), header = 2
+                if length == 126, pending.count >= 4 { length = Int(pending[2]) << 8 | Int(pending[3]); header = 4 }
+                else if length == 127, pending.count >= 10 { length = pending[2..<10].reduce(0) { $0 << 8 | Int($1) }; header = 10 }
+                else if length >= 126 { break }
+                guard pending.count >= header + length else { break }
+                let opcode = pending[0] & 0x0F, payload = Array(pending[header..<header + length])
+                pending.removeFirst(header + length)
+                if opcode == 1 { texts.append(String(decoding: payload, as: UTF8.self)) }
+                if opcode == 8 { return (texts, payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : 1005) }
+            }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, Int32(max(1, deadline.timeIntervalSinceNow * 1000))) == 1 else { continue }
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return (texts, nil) }
+            if count < 0 { if errno == EAGAIN || errno == EINTR { continue } else { return (texts, nil) } }
+            pending += buffer[0..<count]
+        }
+        return (texts, nil)
     }
 
     /// Writes everything (blocking); false if the connection is gone.
@@ -76,9 +111,10 @@ final class RawWebSocket {
         return true
     }
 
-    /// A masked client frame (RFC 6455 §5.2): `opcode` 1 text, 9 ping.
-    static func frame(_ payload: [UInt8], opcode: UInt8 = 1) -> [UInt8] {
-        var out: [UInt8] = [0x80 | opcode]
+    /// A masked client frame (RFC 6455 §5.2): `opcode` 1 text, 9 ping; `final` false for a fragment
+    /// that more will follow; `reserved` the RSV bits (0x40 marks a compressed frame).
+    static func frame(_ payload: [UInt8], opcode: UInt8 = 1, final: Bool = true, reserved: UInt8 = 0) -> [UInt8] {
+        var out: [UInt8] = [(final ? 0x80 : 0) | reserved | opcode]
         if payload.count < 126 {
             out.append(0x80 | UInt8(payload.count))
         } else if payload.count < 65536 {
@@ -121,6 +157,22 @@ enum ProcessFootprint {
         let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    /// CPU seconds (user + system) used so far by this process's threads named `name` (e.g. the
+    /// room server's loop thread, "veil-server").
+    static func cpuSeconds(ofThreadsNamed name: String) -> Double {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        var ticks = 0
+        for task in tasks {
+            let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard comm == name, let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // Fields after "(comm)": state is field 3, utime 14, stime 15.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 12 { ticks += (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0) }
+        }
+        return Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     static var openFiles: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0 }

@@ -219,6 +219,39 @@ final class RoomDirectoryTests: XCTestCase {
         XCTAssertEqual(h.send(.offer(to: "alice", sdp: "v=0\r\na=x:m=video\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n"), from: b).count, 1)
     }
 
+    /// A gap between ticks beyond `pauseTolerance` is the server's own pause: nobody is dropped
+    /// for it, and silences, join deadlines and grace periods resume where they were.
+    func testTheServersOwnPauseIsNotCountedAgainstTheClients() {
+        var h = Harness()
+        let (a, _) = h.join("r", "alice")
+        let (b, _) = h.join("r", "bob")
+        let waiting = h.open()
+        // A pause before the first tick counts from the first event.
+        h.time = h.time.adding(6)
+        XCTAssertEqual(h.handle(.tick), [], "a pause before any tick")
+        for id in [a, b, waiting] { _ = h.send(.ping(t: nil), from: id) }
+        _ = h.handle(.disconnected(b)) // bob drops: held for 3 s from now
+        for pause in [5.0, 30.0] {
+            h.time = h.time.adding(pause)
+            XCTAssertEqual(h.handle(.tick), [], "after a \(pause) s pause")
+        }
+        XCTAssertTrue(h.directory.isHeld(user: "bob", in: "r"))
+        // Of each pause, the tolerance (1 s) counts: 2 s of alice's 4 s silence and of bob's 3 s
+        // grace are gone, and 3 s of the waiting connection's 15 s to join (6 s before the first pause).
+        let after = h.advance(20) { h, elapsed in
+            if elapsed.truncatingRemainder(dividingBy: 1) == 0 { _ = h.send(.ping(t: nil), from: waiting) }
+        }
+        func when(_ match: (RoomDirectory.Action) -> Bool) -> TimeInterval? { after.first { match($0.1) }?.0 }
+        XCTAssertEqual(when { if case .send(.error(.pingTimeout, _), a) = $0 { true } else { false } } ?? 0, 2.1, accuracy: 0.01)
+        XCTAssertEqual(when { $0 == .log(.left(room: "r", user: "bob", reason: .timeout)) } ?? 0, 1.05, accuracy: 0.06)
+        XCTAssertEqual(when { if case .send(.error(.joinTimeout, _), waiting) = $0 { true } else { false } } ?? 0, 15 - 1 - 1 - 1 + 0.1, accuracy: 0.01)
+        // Without a tolerance every gap counts.
+        var strict = Harness(.init(pauseTolerance: nil))
+        let (c, _) = strict.join("r", "carol")
+        strict.time = strict.time.adding(5)
+        XCTAssertTrue(strict.handle(.tick).contains(.close(c, code: .timeout)))
+    }
+
     func testRelaysToAHeldParticipantAreDropped() {
         var h = Harness()
         let (a, _) = h.join("r1", "alice")

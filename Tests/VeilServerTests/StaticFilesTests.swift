@@ -115,7 +115,7 @@ final class StaticFilesTests: XCTestCase {
         XCTAssertEqual(try request("/app.js?v=2").text, "export const x = 1;\n", "a query does not change the file")
         // /health and /ws keep their meaning.
         XCTAssertEqual(try request("/health").status, 200)
-        XCTAssertEqual(try request("/ws").status, 400, "a GET without upgrade is refused by the WebSocket handler")
+        XCTAssertEqual(try request("/ws").status, 426, "a GET without upgrade is told to upgrade")
     }
 
     func testHeadAndRevalidation() throws {

@@ -17,7 +17,7 @@ public struct InvariantViolation: Error, CustomStringConvertible {
     }
 }
 
-/// The three harnesses, each a function from bytes to "fine" or a violation, so that libFuzzer's
+/// The harnesses, each a function from bytes to "fine" or a violation, so that libFuzzer's
 /// entry points, the corpus replay and the regression tests run exactly the same checks.
 public enum FuzzHarness: String, CaseIterable, Sendable {
     /// `ExpressionFrame(decoding:)`: see `ExpressionFrameInvariants`.
@@ -26,6 +26,8 @@ public enum FuzzHarness: String, CaseIterable, Sendable {
     case signaling
     /// `TokenAuthority.verify` and `issue`: see `TokenInvariants`.
     case token
+    /// `WebSocketFrameReader` on a client's bytes: see `WebSocketInvariants`.
+    case webSocket = "websocket"
 
     /// Runs the harness's checks on one input.
     /// - Throws: `InvariantViolation` when a parser broke a promise; rejecting the input is fine.
@@ -34,6 +36,7 @@ public enum FuzzHarness: String, CaseIterable, Sendable {
         case .expressionFrame: try ExpressionFrameInvariants.check(input)
         case .signaling: try SignalingInvariants.check(input)
         case .token: try TokenInvariants.check(input)
+        case .webSocket: try WebSocketInvariants.check(input)
         }
     }
 
