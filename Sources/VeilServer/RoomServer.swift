@@ -242,7 +242,7 @@ final class ServerCore: @unchecked Sendable {
 
     /// What a closing connection may still send before it is cut (its close frame, and whatever
     /// was in flight when the server's close left).
-    static let readAfterClose: UInt64 = 64 * 1024
+    static let readAfterClose: UInt64 = 16 * 1024
 
     /// How often `tick` runs (silences, join deadlines, grace periods).
     static let tickMilliseconds: UInt32 = 100
