@@ -114,10 +114,10 @@ public final class GLibLoop: @unchecked Sendable {
 
     private func schedule(milliseconds: UInt32, repeating: Bool, _ body: @escaping @Sendable () -> Bool) -> GLibTimer {
         let source = g_timeout_source_new(milliseconds)!
-        let box = Unmanaged.passRetained(TimerBox(body)).toOpaque()
+        let box = Unmanaged.passRetained(SourceCallback(body)).toOpaque()
         g_source_set_callback(source, { data in
-            Unmanaged<TimerBox>.fromOpaque(data!).takeUnretainedValue().body() ? 1 : 0
-        }, box, { data in Unmanaged<TimerBox>.fromOpaque(data!).release() })
+            Unmanaged<SourceCallback>.fromOpaque(data!).takeUnretainedValue().body() ? 1 : 0
+        }, box, { data in Unmanaged<SourceCallback>.fromOpaque(data!).release() })
         g_source_attach(source, context)
         return GLibTimer(source: source)
     }
@@ -138,9 +138,4 @@ private struct UncheckedLoop: @unchecked Sendable { let loop: OpaquePointer }
 private final class CallbackBox {
     let body: @Sendable () -> Void
     init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-}
-
-private final class TimerBox {
-    let body: @Sendable () -> Bool
-    init(_ body: @escaping @Sendable () -> Bool) { self.body = body }
 }

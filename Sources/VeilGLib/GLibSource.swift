@@ -69,8 +69,8 @@ public final class GLibSource {
     }
 }
 
-/// A closure carried through a GSource's user data.
-private final class SourceCallback {
+/// A closure carried through a GSource's user data (`GLibSource`, and `GLibLoop`'s timers).
+final class SourceCallback {
     let body: () -> Bool
     init(_ body: @escaping () -> Bool) { self.body = body }
 }

@@ -32,11 +32,10 @@ struct ReadBudget: Equatable, Sendable {
     /// Bytes a connection (`joined` or not) may read now, at most `readSize`; below `smallestRead`
     /// means pause it.
     mutating func allowance(joined: Bool, now: TimeInterval) -> Int {
-        var bytes = Double(Self.readSize)
-        _ = all.take(0, now: now) // refill
-        bytes = min(bytes, all.tokens)
+        all.refill(now: now)
+        var bytes = min(Double(Self.readSize), all.tokens)
         if !joined {
-            _ = unjoined.take(0, now: now)
+            unjoined.refill(now: now)
             bytes = min(bytes, unjoined.tokens)
         }
         return max(0, Int(bytes))
@@ -52,7 +51,7 @@ struct ReadBudget: Equatable, Sendable {
 extension RoomDirectory.TokenBucket {
     /// Takes `amount` even if that leaves the bucket below empty (a read already made).
     mutating func spend(_ amount: Double, now: TimeInterval) {
-        _ = take(0, now: now)
+        refill(now: now)
         tokens -= amount
     }
 }

@@ -232,6 +232,9 @@ public struct RoomDirectory: Sendable {
         case invalid(SignalingError, from: ConnectionID)
         /// The transport's counters for a connection (see `TransportReading`): byte rate and backlog.
         case transport(ConnectionID, TransportReading)
+        /// The server has read `total` bytes from the connection since it opened (checked against the
+        /// byte rate as each slice is read, before it is parsed).
+        case bytesRead(ConnectionID, total: UInt64)
         /// A WebSocket control frame (ping or pong) arrived: a sign of life, and a message against the rate.
         case controlFrame(ConnectionID)
         /// The connection closed (by the peer or by the network), without the server asking.
@@ -283,6 +286,13 @@ public struct RoomDirectory: Sendable {
             bytes = TokenBucket(configuration.unjoinedByteRate, now: now)
             joins = TokenBucket(configuration.joinRate, now: now)
         }
+
+        /// Full message and byte allowances, a participant's (sized for a call: offers, candidates)
+        /// or, out of a room, a stranger's (`join` and `ping` only).
+        mutating func resetAllowances(joined: Bool, now: TimeInterval, configuration: Configuration) {
+            messages = TokenBucket(joined ? configuration.messageRate : configuration.unjoinedMessageRate, now: now)
+            bytes = TokenBucket(joined ? configuration.byteRate : configuration.unjoinedByteRate, now: now)
+        }
     }
 
     /// A token bucket: starts full, refills at the limit's rate up to its burst.
@@ -293,10 +303,15 @@ public struct RoomDirectory: Sendable {
 
         init(_ limit: RateLimit, now: TimeInterval) { self.limit = limit; tokens = limit.burst; updated = now }
 
-        /// Takes `amount` if there is that much; false (and nothing taken) otherwise.
-        mutating func take(_ amount: Double, now: TimeInterval) -> Bool {
+        /// Adds what the rate has refilled since the last update.
+        mutating func refill(now: TimeInterval) {
             tokens = min(limit.burst, tokens + max(0, now - updated) * limit.perSecond)
             updated = max(updated, now)
+        }
+
+        /// Takes `amount` if there is that much; false (and nothing taken) otherwise.
+        mutating func take(_ amount: Double, now: TimeInterval) -> Bool {
+            refill(now: now)
             guard tokens >= amount else { return false }
             tokens -= amount
             return true
@@ -365,7 +380,7 @@ public struct RoomDirectory: Sendable {
             guard connections[id] != nil else { return [] }
             connections[id]?.lastSeen = now
             guard connections[id]?.messages.take(1, now: now) == true else {
-                return expel(id, messageRateError(for: id))
+                return expel(id, rateError(for: id, of: "messages"))
             }
             if case .join = message, connections[id]?.joins.take(1, now: now) != true {
                 return expel(id, SignalingError(.rateLimited, "more than \(configuration.joinRate) joins on one connection"))
@@ -373,13 +388,15 @@ public struct RoomDirectory: Sendable {
             return receive(message, from: id, at: time)
         case let .invalid(error, id):
             return expel(id, error)
+        case let .bytesRead(id, total):
+            return charge(bytesReceived: total, of: id, now: now)
         case let .transport(id, reading):
             return transport(reading, of: id, now: now)
         case .controlFrame(let id):
             guard connections[id] != nil else { return [] }
             connections[id]?.lastSeen = now
             guard connections[id]?.messages.take(1, now: now) == true else {
-                return expel(id, messageRateError(for: id))
+                return expel(id, rateError(for: id, of: "messages"))
             }
             return []
         case .disconnected(let id):
@@ -401,7 +418,7 @@ public struct RoomDirectory: Sendable {
 
     /// The connection not in a room that has been idle longest.
     private var oldestUnjoinedConnection: ConnectionID? {
-        connections.filter { $0.value.room == nil }.min { ($0.value.idleSince, $0.key) < ($1.value.idleSince, $1.key) }?.key
+        connections.lazy.filter { $0.value.room == nil }.min { ($0.value.idleSince, $0.key) < ($1.value.idleSince, $1.key) }?.key
     }
 
     private func refuseConnection(_ id: ConnectionID, message: String) -> [Action] {
@@ -423,23 +440,31 @@ public struct RoomDirectory: Sendable {
         return actions
     }
 
-    private func byteRateError(for id: ConnectionID) -> SignalingError {
-        let joined = connections[id]?.room != nil
-        return SignalingError(.rateLimited, "more than \(joined ? configuration.byteRate : configuration.unjoinedByteRate) bytes\(joined ? "" : " before joining"): slow down")
+    /// `rate_limited` for connection `id`, naming the limit it broke (`what`: "messages" or "bytes").
+    private func rateError(for id: ConnectionID, of what: String) -> SignalingError {
+        let joined = isJoined(id)
+        let limit = switch (what, joined) {
+        case ("bytes", true): configuration.byteRate
+        case ("bytes", false): configuration.unjoinedByteRate
+        case (_, true): configuration.messageRate
+        default: configuration.unjoinedMessageRate
+        }
+        return SignalingError(.rateLimited, "more than \(limit) \(what)\(joined ? "" : " before joining"): slow down")
     }
 
-    private func messageRateError(for id: ConnectionID) -> SignalingError {
-        let joined = connections[id]?.room != nil
-        return SignalingError(.rateLimited, "more than \(joined ? configuration.messageRate : configuration.unjoinedMessageRate) messages\(joined ? "" : " before joining"): slow down")
+    /// Charges what arrived since the last count (`total` is since the connection opened) to the byte rate.
+    private mutating func charge(bytesReceived total: UInt64, of id: ConnectionID, now: TimeInterval) -> [Action] {
+        guard var connection = connections[id], total > connection.bytesReceived else { return [] }
+        let received = total - connection.bytesReceived
+        connection.bytesReceived = total
+        guard connection.bytes.take(Double(received), now: now) else { return expel(id, rateError(for: id, of: "bytes")) }
+        connections[id] = connection
+        return []
     }
 
     private mutating func transport(_ reading: TransportReading, of id: ConnectionID, now: TimeInterval) -> [Action] {
-        guard var connection = connections[id] else { return [] }
-        let received = reading.bytesReceived >= connection.bytesReceived ? reading.bytesReceived - connection.bytesReceived : 0
-        connection.bytesReceived = max(connection.bytesReceived, reading.bytesReceived)
-        if received > 0, !connection.bytes.take(Double(received), now: now) {
-            return expel(id, byteRateError(for: id))
-        }
+        let charged = charge(bytesReceived: reading.bytesReceived, of: id, now: now)
+        guard charged.isEmpty, var connection = connections[id] else { return charged }
         if reading.backlogBytes > configuration.maximumBacklogBytes {
             return expel(id, SignalingError(.slowConsumer, "\(reading.backlogBytes) bytes queued for this connection and not read: read what the server sends"), abort: true)
         }
@@ -481,8 +506,7 @@ public struct RoomDirectory: Sendable {
             return broadcast(.muteChanged(user: user, muted: muted), in: room, except: user)
         case .leave:
             connections[id]?.room = nil
-            connections[id]?.messages = TokenBucket(configuration.unjoinedMessageRate, now: time.monotonic)
-            connections[id]?.bytes = TokenBucket(configuration.unjoinedByteRate, now: time.monotonic)
+            connections[id]?.resetAllowances(joined: false, now: time.monotonic, configuration: configuration)
             connections[id]?.user = nil
             connections[id]?.idleSince = time.monotonic
             return remove(user: user, from: room, reason: .left)
@@ -523,9 +547,7 @@ public struct RoomDirectory: Sendable {
         }
         rooms[room] = members
         if connections[id]?.room == nil {
-            // A participant's allowances: full, and sized for a call (offers, candidates).
-            connections[id]?.messages = TokenBucket(configuration.messageRate, now: time.monotonic)
-            connections[id]?.bytes = TokenBucket(configuration.byteRate, now: time.monotonic)
+            connections[id]?.resetAllowances(joined: true, now: time.monotonic, configuration: configuration)
         }
         connections[id]?.room = room
         connections[id]?.user = user

@@ -108,7 +108,7 @@ final class ServerAcceptor {
         for _ in 0..<Self.acceptsPerWakeUp {
             var error: UnsafeMutablePointer<GError>?
             guard let client = g_socket_accept(socket, nil, &error) else {
-                if let error, error.pointee.domain == g_io_error_quark(), error.pointee.code == Int32(G_IO_ERROR_WOULD_BLOCK.rawValue) {
+                if TransportSocket.isWouldBlock(error) {
                     g_error_free(error)
                     return true
                 }

@@ -98,6 +98,13 @@ final class TransportSocket {
         return g_socket_connection_get_socket(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: GSocketConnection.self))
     }
 
+    /// Whether `error` (from a non-blocking read, write or accept) only says "nothing now, try when
+    /// ready". The error stays the caller's to free.
+    static func isWouldBlock(_ error: UnsafeMutablePointer<GError>?) -> Bool {
+        guard let error else { return false }
+        return error.pointee.domain == g_io_error_quark() && error.pointee.code == Int32(G_IO_ERROR_WOULD_BLOCK.rawValue)
+    }
+
     /// The soft open-file limit of this process (nil if unknown or unlimited).
     static var openFileLimit: Int? {
         var limit = rlimit()

@@ -300,21 +300,19 @@ final class ServerCore: @unchecked Sendable {
         // announces a body is refused once its headers are in, and its body is discarded as it
         // arrives instead of being collected in memory (one request could otherwise take
         // gigabytes); the answer goes out once the body is read (or `handshakeTimeout` cuts it).
-        do {
-            soup_server_add_early_handler(server, nil, { _, message, _, _, _ in
-                guard let message else { return }
-                let headers = soup_server_message_get_request_headers(message)
-                let encoding = soup_message_headers_get_encoding(headers)
-                let body = encoding == SOUP_ENCODING_CONTENT_LENGTH ? soup_message_headers_get_content_length(headers) > 0
-                                                                    : encoding != SOUP_ENCODING_NONE
-                guard body else { return }
-                soup_message_body_set_accumulate(soup_server_message_get_request_body(message), 0)
-                soup_server_message_set_status(message, 413, nil)
-                soup_message_headers_replace(soup_server_message_get_response_headers(message), "Connection", "close")
-                let json = #"{"error":"requests to this server carry no body"}"#
-                soup_server_message_set_response(message, "application/json", SOUP_MEMORY_COPY, json, gsize(json.utf8.count))
-            }, nil, nil)
-        }
+        soup_server_add_early_handler(server, nil, { _, message, _, _, _ in
+            guard let message else { return }
+            let headers = soup_server_message_get_request_headers(message)
+            let encoding = soup_message_headers_get_encoding(headers)
+            let body = encoding == SOUP_ENCODING_CONTENT_LENGTH ? soup_message_headers_get_content_length(headers) > 0
+                                                                : encoding != SOUP_ENCODING_NONE
+            guard body else { return }
+            soup_message_body_set_accumulate(soup_server_message_get_request_body(message), 0)
+            soup_server_message_set_status(message, 413, nil)
+            soup_message_headers_replace(soup_server_message_get_response_headers(message), "Connection", "close")
+            let json = #"{"error":"requests to this server carry no body"}"#
+            soup_server_message_set_response(message, "application/json", SOUP_MEMORY_COPY, json, gsize(json.utf8.count))
+        }, nil, nil)
 
         // Veil listens and accepts itself, not through soup_server_listen (see ServerAcceptor).
         do {
@@ -388,7 +386,7 @@ final class ServerCore: @unchecked Sendable {
         // request makes room (a real request takes a round trip; one that sends nothing, or half a
         // request, is the one to go), so that `/health` and WebSocket upgrades keep getting in.
         if sockets.count >= socketLimit || pendingSocketCount >= pendingSocketLimit {
-            guard let (key, oldest) = sockets.filter({ !$0.value.upgraded }).min(by: { $0.value.acceptedAt < $1.value.acceptedAt }) else {
+            guard let (key, oldest) = sockets.lazy.filter({ !$0.value.upgraded }).min(by: { $0.value.acceptedAt < $1.value.acceptedAt }) else {
                 return false
             }
             oldest.shutDown()
@@ -423,7 +421,7 @@ final class ServerCore: @unchecked Sendable {
     /// Hands the directory each WebSocket's byte counts and backlog (rate and slow-reader limits).
     private func readTransports() {
         for (id, peer) in peers.sorted(by: { $0.key < $1.key }) {
-            if let reading = peer.transportReading() { feed(.transport(id, reading)) }
+            feed(.transport(id, peer.transportReading()))
         }
     }
 
@@ -483,7 +481,7 @@ final class ServerCore: @unchecked Sendable {
                 return closed(id)
             }
             // The byte rate first, so that a connection over it is closed before its bytes are parsed.
-            if peer.session.isOpen, let reading = peer.transportReading() { feed(.transport(id, reading)) }
+            if peer.session.isOpen { feed(.bytesRead(id, total: peer.session.bytesRead)) }
             peer.reader.append(bytes)
             handleFrames(of: id)
         }
@@ -666,7 +664,7 @@ final class Peer {
 
     /// What the directory's limits need: the bytes read since the upgrade, the bytes the client's
     /// TCP has acknowledged, and what waits for it (in the session's queue and in the kernel's).
-    func transportReading() -> RoomDirectory.TransportReading? {
+    func transportReading() -> RoomDirectory.TransportReading {
         let kernel = session.transport?.counters()
         var acknowledged: UInt64 = 0
         if let kernel, let baseline, kernel.acknowledged >= baseline.acknowledged {

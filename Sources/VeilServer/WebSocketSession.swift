@@ -82,8 +82,6 @@ final class WebSocketSession {
 
     /// Whether messages can still be sent and are still read (no close sent or received).
     var isOpen: Bool { state == .open }
-    /// Whether the readiness callback is off (`pauseReading`).
-    var isPaused: Bool { readSource == nil && state != .closed }
 
     // MARK: Reading
 
@@ -91,21 +89,17 @@ final class WebSocketSession {
     func read(upTo limit: Int) -> ReadResult {
         guard state != .closed, limit > 0 else { return .wouldBlock }
         var error: UnsafeMutablePointer<GError>?
-        var bytes = [UInt8](repeating: 0, count: limit)
-        let count = bytes.withUnsafeMutableBytes { buffer in
-            g_pollable_input_stream_read_nonblocking(input, buffer.baseAddress, gsize(buffer.count), nil, &error)
+        defer { if let error { g_error_free(error) } }
+        var count = 0
+        let bytes = [UInt8](unsafeUninitializedCapacity: limit) { buffer, initialized in
+            count = g_pollable_input_stream_read_nonblocking(input, buffer.baseAddress, gsize(limit), nil, &error)
+            initialized = max(0, count)
         }
         if count > 0 {
-            bytes.removeLast(limit - count)
             bytesRead += UInt64(count)
             return .bytes(bytes)
         }
-        if count < 0, let error, error.pointee.domain == g_io_error_quark(), error.pointee.code == Int32(G_IO_ERROR_WOULD_BLOCK.rawValue) {
-            g_error_free(error)
-            return .wouldBlock
-        }
-        if let error { g_error_free(error) }
-        return .ended
+        return count < 0 && TransportSocket.isWouldBlock(error) ? .wouldBlock : .ended
     }
 
     /// Stops the readiness callback (the server's budget is spent): the client's bytes wait in the
@@ -196,14 +190,13 @@ final class WebSocketSession {
     private func flush() {
         while let first = outgoing.first, state != .closed {
             var error: UnsafeMutablePointer<GError>?
+            defer { if let error { g_error_free(error) } }
             let written = first.withUnsafeBytes { buffer in
                 g_pollable_output_stream_write_nonblocking(output, buffer.baseAddress! + outgoingOffset,
                                                            gsize(buffer.count - outgoingOffset), nil, &error)
             }
             if written < 0 {
-                let wouldBlock = error.map { $0.pointee.domain == g_io_error_quark() && $0.pointee.code == Int32(G_IO_ERROR_WOULD_BLOCK.rawValue) } ?? false
-                if let error { g_error_free(error) }
-                guard wouldBlock else { return finish(notify: true) }
+                guard TransportSocket.isWouldBlock(error) else { return finish(notify: true) }
                 if writeSource == nil, let source = g_pollable_output_stream_create_source(output, nil) {
                     writeSource = GLibSource(source, signature: .pollable) { [weak self] in
                         self?.writeSource = nil

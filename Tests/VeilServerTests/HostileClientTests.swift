@@ -14,32 +14,7 @@ import Glibc
 /// clients keep talking. Malformed, unknown, oversized, binary and deeply nested input are in
 /// `RoomServerTests.testHostileInputClosesOnlyThatConnection`.
 final class HostileClientTests: LoopbackServerTestCase {
-    private func token(_ room: String, _ user: String) throws -> String { try authority.issue(room: room, user: user, lifetime: 600) }
-
-    private func connect(_ name: String = "client") throws -> WebSocketTestClient {
-        try WebSocketTestClient.connect(to: url, name: name, loop: clientLoop)
-    }
-
-    private func join(_ room: String, _ user: String, file: StaticString = #filePath, line: UInt = #line) throws -> WebSocketTestClient {
-        let client = try connect(user)
-        client.send(.join(room: room, user: user, token: try token(room, user)))
-        guard case .joined? = client.next(where: { if case .joined = $0 { true } else { false } }) else {
-            XCTFail("\(user) was not admitted to \(room): \(client.pending)", file: file, line: line)
-            throw WebSocketTestClient.ConnectError(description: "not joined")
-        }
-        return client
-    }
-
     private func isLeft(_ message: ServerMessage) -> Bool { if case .participantLeft = message { true } else { false } }
-
-    private func waitFor(_ timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            if Date() > deadline { return false }
-            Thread.sleep(forTimeInterval: 0.02) // a test's deadline poll; the server itself is callback-driven
-        }
-        return true
-    }
 
     // MARK: Before join, relays to nobody
 

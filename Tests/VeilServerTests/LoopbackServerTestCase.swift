@@ -30,4 +30,33 @@ class LoopbackServerTestCase: XCTestCase {
         port = try XCTUnwrap(server.port)
         clientLoop = GLibLoop(name: "test-clients")
     }
+
+    /// A token for `user` in `room`, valid for 10 minutes.
+    func token(_ room: String, _ user: String) throws -> String { try authority.issue(room: room, user: user, lifetime: 600) }
+
+    /// A libsoup WebSocket client on the server, pinging every second.
+    func connect(_ name: String = "client") throws -> WebSocketTestClient {
+        try WebSocketTestClient.connect(to: url, name: name, loop: clientLoop)
+    }
+
+    /// A client that has joined `room` as `user` (a test failure, and a throw, if it was not admitted).
+    func join(_ room: String, _ user: String, file: StaticString = #filePath, line: UInt = #line) throws -> WebSocketTestClient {
+        let client = try connect(user)
+        client.send(.join(room: room, user: user, token: try token(room, user)))
+        guard case .joined? = client.next(where: { if case .joined = $0 { true } else { false } }) else {
+            XCTFail("\(user) was not admitted to \(room): \(client.pending)", file: file, line: line)
+            throw WebSocketTestClient.ConnectError(description: "not joined")
+        }
+        return client
+    }
+
+    /// Whether `condition` held within `timeout` (polled every 20 ms).
+    func waitFor(_ timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > deadline { return false }
+            Thread.sleep(forTimeInterval: 0.02) // a test's deadline poll; the server itself is callback-driven
+        }
+        return true
+    }
 }

@@ -19,15 +19,6 @@ final class StrangerAttackTests: LoopbackServerTestCase {
     /// takes a few relays, and people notice a join that takes more than about a second.
     static let noticeableMilliseconds = 250.0
 
-    private func join(_ room: String, _ user: String) throws -> WebSocketTestClient {
-        let client = try WebSocketTestClient.connect(to: try XCTUnwrap(server.webSocketURL), name: user, loop: clientLoop)
-        client.send(.join(room: room, user: user, token: try authority.issue(room: room, user: user, lifetime: 600)))
-        guard case .joined? = client.next(where: { if case .joined = $0 { true } else { false } }) else {
-            throw WebSocketTestClient.ConnectError(description: "\(user) was not admitted to \(room): \(client.pending)")
-        }
-        return client
-    }
-
     // MARK: The canary
 
     /// Two participants of room "canary": alice relays an offer to bob every 200 ms and times it;
@@ -117,15 +108,6 @@ final class StrangerAttackTests: LoopbackServerTestCase {
         XCTAssertLessThan(peak.withLock { $0 } - memoryBefore, 96 * 1024, "\(name): the server held too much memory during the attack", file: file, line: line)
         XCTAssertLessThan(memoryAfter - memoryBefore, 48 * 1024, "\(name): memory did not come back", file: file, line: line)
         return figures
-    }
-
-    private func waitFor(_ timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            if Date() > deadline { return false }
-            Thread.sleep(forTimeInterval: 0.02) // a test's deadline poll
-        }
-        return true
     }
 
     /// Runs `body(i)` for i in 0..<count on as many threads, and waits for all of them.
