@@ -25,7 +25,8 @@ OPTIONS:
                        (hex or base64, ≥ 32 bytes) takes precedence over the default file.
   --max-connections N  Most WebSocket connections at once (default 4096, lowered to fit the
                        open-file limit); beyond it clients get `server_full`. Half of them at
-                       most may be waiting to join. Per-connection rate limits: docs/protocol.md
+                       most may be waiting to join (beyond that, the one waiting longest makes
+                       room for a newcomer). Rate limits: docs/protocol.md
   --ice-server URL     A STUN/TURN server handed to clients in `joined` (comma-separated for
                        several): stun:HOST:PORT, or turn:USER:PASSWORD@HOST:PORT for a TURN server
                        with a static user (every client gets that user)
