@@ -20,6 +20,8 @@ let package = Package(
                        pkgConfig: "gstreamer-1.0 gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-audio-1.0 gstreamer-sdp-1.0 gstreamer-webrtc-1.0 gstreamer-rtp-1.0",
                        providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
         .systemLibrary(name: "CSoup", pkgConfig: "libsoup-3.0", providers: [.apt(["libsoup-3.0-dev"])]),
+        // libcrypto (OpenSSL, which GStreamer's DTLS elements use): each call's own DTLS certificate.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // C shim: typed wrappers for GObject's variadic calls (g_signal_emit_by_name, g_object_get/set).
         .target(name: "CVeilGLib", dependencies: ["CGStreamer"]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
@@ -27,39 +29,44 @@ let package = Package(
         .systemLibrary(name: "CX11", pkgConfig: "x11", providers: [.apt(["libx11-dev"])]),
         .systemLibrary(name: "CLiteRt"),
 
-        // Pure Swift, Foundation only: landmarks, Expression, wire codec, estimator, filters, rig.
+        // Pure Swift, Foundation only: what a call carries and needs, and nothing that sees a face:
+        // Expression, the wire codec, the privacy filter, jitter buffer, signaling, tokens, SDP.
         .target(name: "VeilCore"),
+        // Pure Swift: pictures and faces. Images, landmarks, face geometry, head pose and the
+        // expression estimator. The call layer (VeilCall) must not depend on it, even indirectly
+        // (CallLayerSurfaceTests reads the package graph).
+        .target(name: "VeilVision", dependencies: ["VeilCore"]),
         // Drawing model: canvas protocol, avatar styles, backgrounds, picture-in-picture.
-        .target(name: "VeilRender", dependencies: ["VeilCore"]),
+        .target(name: "VeilRender", dependencies: ["VeilCore", "VeilVision"]),
         // Cairo backend of the canvas.
-        .target(name: "VeilCairo", dependencies: ["VeilRender", "VeilCore", "CCairo"]),
+        .target(name: "VeilCairo", dependencies: ["VeilRender", "VeilCore", "VeilVision", "CCairo"]),
         // Face tracking: MediaPipe's face models on the LiteRT runtime.
-        .target(name: "VeilTracking", dependencies: ["VeilCore", "CLiteRt"],
+        .target(name: "VeilTracking", dependencies: ["VeilCore", "VeilVision", "CLiteRt"],
                 linkerSettings: [.unsafeFlags(["-L\(liteRtDir)", "-Xlinker", "-rpath", "-Xlinker", liteRtDir])]),
         // GStreamer sources and sinks: files, images, image sequences, v4l2; MP4/WebM/PNG out.
-        .target(name: "VeilMedia", dependencies: ["VeilCore", "CGStreamer", "CX11"]),
+        .target(name: "VeilMedia", dependencies: ["VeilCore", "VeilVision", "CGStreamer", "CX11"]),
         // GLib main loop on its own thread, GObject signal bridging, GError → Swift errors.
         .target(name: "VeilGLib", dependencies: ["CGStreamer", "CVeilGLib"]),
         // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.
         .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
         // Calls: WebRTC peers on webrtcbin (Opus + expression data channel), sessions, statistics.
-        .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "VeilMedia", "CSoup", "CGStreamer", "CVeilGLib"]),
+        .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "CVeilGLib", "COpenSSL"]),
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.
-        .target(name: "VeilSynth", dependencies: ["VeilCore", "VeilTracking"]),
+        .target(name: "VeilSynth", dependencies: ["VeilCore", "VeilVision", "VeilTracking"]),
         .executableTarget(name: "veil",
-                          dependencies: ["VeilCore", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall"]),
+                          dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall"]),
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
         .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
         .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia", "VeilServer"]),
-        .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore"]),
-        .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore"]),
-        .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),
-        .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilMedia", "VeilTracking"]),
-        .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore"]),
-        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilMedia", "veil"]),
+        .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore", "VeilVision"]),
+        .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore", "VeilVision"]),
+        .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilVision", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),
+        .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilVision", "VeilMedia", "VeilTracking"]),
+        .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore", "VeilVision"]),
+        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "veil"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.
-        .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilRender", "VeilCairo", "veil"]),
+        .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilVision", "VeilRender", "VeilCairo", "veil"]),
     ],
     swiftLanguageVersions: [.v5]
 )

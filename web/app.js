@@ -66,11 +66,7 @@ const state = {
 boot();
 
 async function boot() {
-  // The DTLS certificate is made once, now, so that joining does not wait for it.
-  const certStart = performance.now();
-  state.certificatePromise = RTCPeerConnection.generateCertificate({ name: 'ECDSA', namedCurve: 'P-256' })
-    .then((cert) => { state.certificate = cert; debug.certificateMillis = performance.now() - certStart; return cert; })
-    .catch(() => null);
+  prepareCertificate();
   readFragment();
   $('join-form').addEventListener('submit', (event) => { event.preventDefault(); join(); });
   $('leave').addEventListener('click', () => leave());
@@ -163,8 +159,10 @@ async function join() {
   await state.modules;
   if (!wire || !clock) { $('join').disabled = false; return showLobbyMessage('This page is incomplete (a script did not load): reload it.'); }
   // A new generation: timers of an earlier call (a pending automatic rejoin) no longer act, and the
-  // voice-driven face is seeded anew from this name.
-  Object.assign(state, { room, user, leaving: false, joined: false, muted: false, sequence: 0,
+  // voice-driven face is seeded anew from this name. Frames are numbered from a random start, so
+  // that the numbering does not link this call to another one from the same page.
+  Object.assign(state, { room, user, leaving: false, joined: false, muted: false,
+                         sequence: crypto.getRandomValues(new Uint32Array(1))[0],
                          generation: (state.generation || 0) + 1, voiceExpression: null });
   state.joinStarted = performance.now();
   debug.status = 'joining';
@@ -452,7 +450,9 @@ function sendExpression(level, captureMillis) {
   }
   state.selfExpression = expression;
   // Stamped on the clock Chrome's RTCP sender reports use (NTP wall clock), so that receivers can
-  // align the expression with the voice captured at the same moment.
+  // align the expression with the voice captured at the same moment. A page cannot move Chrome's
+  // RTCP clock to a random origin as `veil call` does, so the frames reveal no more than those
+  // reports already do: the machine's wall clock, not its uptime (docs/privacy.md).
   const captureTimeMicros = Math.round((performance.timeOrigin + captureMillis) * 1000 + NTP_UNIX_OFFSET_MICROS);
   let bytes;
   try {
@@ -510,11 +510,26 @@ function closePeer(remote) {
   remote.pc = null; remote.channel = null; remote.pendingIce = [];
 }
 
+/**
+ * Makes the DTLS certificate the next connection will use, ahead of time so that connecting does
+ * not wait for it. Each connection gets its own: a certificate shared by two connections would
+ * show the same fingerprint to peers in different rooms, and link them.
+ */
+function prepareCertificate() {
+  const start = performance.now();
+  state.certificate = null;
+  state.certificatePromise = RTCPeerConnection.generateCertificate({ name: 'ECDSA', namedCurve: 'P-256' })
+    .then((cert) => { state.certificate = cert; debug.certificateMillis = performance.now() - start; return cert; })
+    .catch(() => null);
+}
+
 function createPeer(user, offerer) {
   const remote = remoteFor(user);
   closePeer(remote);
   const config = { iceServers: state.iceServers, bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' };
+  // Without a prepared one (two connections in quick succession), the browser makes its own.
   if (state.certificate) config.certificates = [state.certificate];
+  prepareCertificate();
   const pc = new RTCPeerConnection(config);
   debug.peersCreated++;
   remote.pc = pc;

@@ -1,5 +1,6 @@
 internal import CCairo
 import VeilCore
+import VeilVision
 import VeilRender
 
 /// A `Canvas` drawing with Cairo into an in-memory ARGB32 image of a fixed size.

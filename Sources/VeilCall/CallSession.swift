@@ -169,6 +169,15 @@ public final class CallSession: @unchecked Sendable {
         state.withLock { $0.remotes[user]?.peer }?.audioFileStartMicros
     }
 
+    /// The clock the connection to `user` shows them (see `PeerConnection.clock`); nil while there
+    /// is no connection to them.
+    public func clock(for user: String) -> ConnectionClock? {
+        state.withLock { $0.remotes[user]?.peer }?.clock
+    }
+
+    /// The connection to `user` (tests).
+    func peer(for user: String) -> PeerConnection? { state.withLock { $0.remotes[user]?.peer } }
+
     /// Whether `user` is muted (as they announced).
     public func isMuted(_ user: String) -> Bool { state.withLock { $0.remotes[user]?.muted ?? false } }
 

@@ -11,9 +11,9 @@ extension PeerConnection {
         guard case .file(let url) = input, !graph.fileStarted, let mixer = graph.mixer, graph.liveWebrtcbin != nil else { return }
         graph.fileStarted = true
         do {
-            let (branch, startNanos) = try graph.addFileBranch(url: url, mixer: mixer)
+            let (branch, startMicros) = try graph.addFileBranch(url: url, mixer: mixer)
             graph.fileBin = branch
-            shared.withLock { $0.fileStartMicros = startNanos.map { $0 / 1000 } }
+            shared.withLock { $0.fileStartMicros = startMicros }
         } catch {
             fail(error as? PeerError ?? PeerError(.mediaFailed, "\(error)"), fatal: false)
         }
@@ -114,10 +114,10 @@ extension PeerConnection {
             guard let self, let buffer = gst_pad_probe_info_get_buffer(info) else { return GST_PAD_PROBE_OK }
             var update: PlayoutMapping?
             if let meta = gst_buffer_get_reference_timestamp_meta(buffer, CallGStreamer.ntpReferenceCaps),
-               let local = Self.localClockTime(pts: buffer.pointee.pts, pad: pad, pipeline: self.graph.pipeline) {
-                let sender = UInt64(meta.pointee.timestamp)
-                update = PlayoutMapping(offsetMicros: Int64(bitPattern: local / 1000) &- Int64(bitPattern: sender / 1000),
-                                        latencyMicros: 0, referenceSenderMicros: sender / 1000)
+               let local = self.graph.mediaTimeMicros(pts: buffer.pointee.pts, pad: pad) {
+                let sender = UInt64(meta.pointee.timestamp) / 1000
+                update = PlayoutMapping(offsetMicros: Int64(bitPattern: local) &- Int64(bitPattern: sender),
+                                        latencyMicros: 0, referenceSenderMicros: sender)
             }
             let now = UInt64(g_get_monotonic_time())
             self.shared.withLock { shared in
@@ -174,7 +174,7 @@ extension PeerConnection {
         var presentation: UInt64 = 0
         if let segment = gst_sample_get_segment(sample) {
             let running = gst_segment_to_running_time(segment, GST_FORMAT_TIME, buffer.pointee.pts)
-            if running != UInt64.max { presentation = (UInt64(running) &+ UInt64(gst_element_get_base_time(pipeline))) / 1000 }
+            if running != UInt64.max { presentation = graph.clock.localMicros(ofConnectionNanos: UInt64(running) &+ UInt64(gst_element_get_base_time(pipeline))) }
         }
         let mapping = shared.withLock { $0.mapping }
         // Played at its timestamp plus the sink's latency, or now if it came late: the first few
@@ -187,18 +187,6 @@ extension PeerConnection {
         }
         return ReceivedAudio(samples: samples, sampleRate: 48_000, presentationTimeMicros: presentation,
                              playoutTimeMicros: playout, senderMediaTimeMicros: sender)
-    }
-
-    /// A buffer timestamp on `pad` as clock time (ns): running time plus the pipeline's base time.
-    static func localClockTime(pts: GstClockTime, pad: UnsafeMutablePointer<GstPad>, pipeline: UnsafeMutablePointer<GstElement>) -> UInt64? {
-        guard pts != GstClockTime.max, let event = gst_pad_get_sticky_event(pad, GST_EVENT_SEGMENT, 0) else { return nil }
-        defer { gst_event_unref(event) }
-        var segment: UnsafePointer<GstSegment>?
-        gst_event_parse_segment(event, &segment)
-        guard let segment else { return nil }
-        let running = gst_segment_to_running_time(segment, GST_FORMAT_TIME, pts)
-        guard running != GstClockTime.max else { return nil }
-        return UInt64(running) &+ UInt64(gst_element_get_base_time(pipeline))
     }
 
     // MARK: - Bus (loop)

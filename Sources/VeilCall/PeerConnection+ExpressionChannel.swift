@@ -127,3 +127,57 @@ extension PeerConnection {
         onLoop { $0.transmit(payload) }
     }
 }
+
+// MARK: - Tests only: what the peer's RTCP says
+
+extension PeerConnection {
+    /// Tests only: the last session description the remote peer sent.
+    var remoteDescriptionForTesting: String? { shared.withLock { $0.remoteDescription } }
+
+    /// Tests only: the certificate the remote peer presented in the DTLS handshake (PEM), once done.
+    var remoteCertificateForTesting: String? { dtlsDecoderStringsForTesting("peer-pem").first }
+
+    /// Tests only: a string property of every DTLS decoder of the connection.
+    func dtlsDecoderStringsForTesting(_ property: String) -> [String] {
+        (try? loop.sync {
+            var values: [String] = []
+            self.graph.forEachElement { element in
+                if factoryName(element) == "dtlssrtpdec", let value = takeString(veil_object_get_string(gpointerOf(element), property)) { values.append(value) }
+            }
+            return values
+        }) ?? []
+    }
+
+    /// Tests only: hands every RTCP compound packet the remote peer sends (as it leaves SRTP
+    /// decryption, before rtpbin reads it) to `handler`, on a streaming thread, from now on.
+    func observeIncomingRTCPForTesting(_ handler: @escaping @Sendable ([UInt8]) -> Void) {
+        let watch: @Sendable (UnsafeMutablePointer<GstPad>) -> Void = { pad in
+            guard let name = takeString(gst_object_get_name(UnsafeMutableRawPointer(pad).assumingMemoryBound(to: GstObject.self))),
+                  name.hasPrefix("recv_rtcp_sink") else { return }
+            _ = addProbe(pad, GST_PAD_PROBE_TYPE_BUFFER) { _, info in
+                guard let buffer = gst_pad_probe_info_get_buffer(info) else { return GST_PAD_PROBE_OK }
+                var map = GstMapInfo()
+                guard gst_buffer_map(buffer, &map, GST_MAP_READ) != 0 else { return GST_PAD_PROBE_OK }
+                let bytes = map.data.map { Array(UnsafeBufferPointer(start: $0, count: Int(map.size))) } ?? []
+                gst_buffer_unmap(buffer, &map)
+                handler(bytes)
+                return GST_PAD_PROBE_OK
+            }
+        }
+        try? loop.sync {
+            guard let webrtcbin = self.graph.liveWebrtcbin, let rtpbin = gst_bin_get_by_name(asBin(webrtcbin), "rtpbin") else { return }
+            defer { gst_object_unref(gpointerOf(rtpbin)) }
+            GSignal.connect(gpointerOf(rtpbin), "pad-added") { (pad: gpointer?) in
+                if let pad { watch(pad.assumingMemoryBound(to: GstPad.self)) }
+            }
+            guard let iterator = gst_element_iterate_sink_pads(rtpbin) else { return }
+            defer { gst_iterator_free(iterator) }
+            var item = GValue()
+            while gst_iterator_next(iterator, &item) == GST_ITERATOR_OK {
+                if let pad = g_value_get_object(&item) { watch(pad.assumingMemoryBound(to: GstPad.self)) }
+                g_value_reset(&item)
+            }
+            g_value_unset(&item)
+        }
+    }
+}

@@ -33,7 +33,9 @@ extension PeerConnection {
             return fail(PeerError(.negotiationFailed, "webrtcbin returned no \(type.rawValue)"), fatal: true)
         }
         let description = boxed.assumingMemoryBound(to: GstWebRTCSessionDescription.self)
-        guard let sdp = takeString(gst_sdp_message_as_text(description.pointee.sdp)),
+        // With the connection's own certificate's fingerprint (see `DTLSCertificate`): what the
+        // peer checks the handshake against. webrtcbin never reads its own back.
+        guard let sdp = takeString(gst_sdp_message_as_text(description.pointee.sdp)).map({ graph.certificate?.describing($0) ?? $0 }),
               let copy = gst_webrtc_session_description_copy(description) else {
             return fail(PeerError(.negotiationFailed, "webrtcbin's \(type.rawValue) could not be read"), fatal: true)
         }

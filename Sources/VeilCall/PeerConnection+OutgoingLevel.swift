@@ -9,8 +9,9 @@ extension PeerConnection {
     /// 48 kHz mono S16 audio that goes into the encoder). For each one, on its streaming thread and
     /// just before the element processes it, the element is muted or unmuted as `setMuted` last
     /// said, and the buffer's RMS (0 and `muted` when muted) is published on `outgoingLevels`, timed
-    /// at the buffer's middle on the media clock (running time plus the pipeline's base time: the
-    /// clock RTCP sender reports and `ExpressionFrame`s use). So the level that drives a
+    /// at the buffer's middle on the device's media clock (running time plus the pipeline's base
+    /// time, moved back from the connection's clock: the time a frame sent with it is stamped
+    /// with, which the connection moves to its own clock as it does the RTCP sender reports). So the level that drives a
     /// voice-driven mouth always describes exactly what was sent, however late the loop runs.
     func measureOutgoingLevel() {
         guard let volume = graph.volume, let pad = gst_element_get_static_pad(volume, "sink") else { return }
@@ -22,14 +23,14 @@ extension PeerConnection {
                 return (s.muted, s.appliedMute != s.muted)
             }
             if changed, let volume = self.graph.volume { veil_object_set_bool(gpointerOf(volume), "mute", muted ? 1 : 0) }
-            guard let start = Self.localClockTime(pts: buffer.pointee.pts, pad: pad, pipeline: self.graph.pipeline) else { return GST_PAD_PROBE_OK }
+            guard let start = self.graph.mediaTimeMicros(pts: buffer.pointee.pts, pad: pad) else { return GST_PAD_PROBE_OK }
             var map = GstMapInfo()
             guard gst_buffer_map(buffer, &map, GST_MAP_READ) != 0 else { return GST_PAD_PROBE_OK }
             defer { gst_buffer_unmap(buffer, &map) }
             let count = Int(map.size) / MemoryLayout<Int16>.size
             guard count > 0, let data = map.data else { return GST_PAD_PROBE_OK }
             var level = UnsafeRawPointer(data).withMemoryRebound(to: Int16.self, capacity: count) { samples in
-                AudioLevel(samples: UnsafeBufferPointer(start: samples, count: count), timeMicros: start / 1000,
+                AudioLevel(samples: UnsafeBufferPointer(start: samples, count: count), timeMicros: start,
                            sampleRate: 48_000, muted: muted)
             }
             level.timeMicros += level.durationMicros / 2

@@ -15,11 +15,13 @@ import VeilGLib
 /// what the remote sends to `setRemoteDescription(type:sdp:)` / `addRemoteCandidate(mline:candidate:)`
 /// (or `receive(_:)`). The `.offerer` starts negotiation by itself; the `.answerer` waits for the offer.
 ///
-/// Times: `mediaTimeMicros` is the media clock the audio is captured on (the system's monotonic
-/// clock, CLOCK_MONOTONIC in µs, shared by every `PeerConnection` in the process and by any
-/// GStreamer pipeline on the default system clock: a camera buffer's running time plus its
-/// pipeline's base time, in µs, is on this clock). Stamp `ExpressionFrame.captureTimeMicros` with
-/// it; the receiving side maps it to its audio playout time with `playoutMapping`.
+/// Times: `mediaTimeMicros` is the device's media clock (the system's monotonic clock,
+/// CLOCK_MONOTONIC in µs, shared by every `PeerConnection` in the process and by any GStreamer
+/// pipeline on the default system clock: a camera buffer's running time plus its pipeline's base
+/// time, in µs, is on this clock). Stamp `ExpressionFrame.captureTimeMicros` with it. The peer never
+/// sees it: each connection moves what it sends (frame times and sequence numbers, RTCP sender
+/// reports) to a clock of its own with a random origin (`clock`, `ConnectionClock`), and the
+/// receiving side maps that to its audio playout time with `playoutMapping`.
 ///
 /// ICE restart is not offered: GStreamer 1.22's webrtcbin has no way to restart ICE. A connection
 /// that reaches `failed` is replaced by a new pair of `PeerConnection`s negotiated over signaling.
@@ -57,6 +59,10 @@ public final class PeerConnection: @unchecked Sendable {
     public let role: Role
     /// The settings the connection was created with.
     public let configuration: PeerConfiguration
+    /// The clock the remote peer sees: the device's media clock moved to a random origin, and
+    /// expression sequence numbers moved by a random amount, drawn for this connection alone.
+    /// Known only here; translate what the peer reports back with it (e.g. in a measurement).
+    public var clock: ConnectionClock { graph.clock }
     /// What the signaling channel must deliver to the remote peer, in order: the local description,
     /// then ICE candidates as they are gathered. Unbounded: nothing may be lost.
     public let signaling: AsyncStream<PeerSignal>
@@ -102,6 +108,8 @@ public final class PeerConnection: @unchecked Sendable {
         var mapping: PlayoutMapping?
         var latencyNanos: UInt64 = 0
         var lastSample: StatsSample?
+        /// The last description the remote peer sent (what this side learns of it; tests read it).
+        var remoteDescription: String?
         /// Set while `close()` waits for the data channel to close.
         var onChannelClosed: (@Sendable () -> Void)?
     }
@@ -151,7 +159,8 @@ public final class PeerConnection: @unchecked Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: PeerEvent.self, bufferingPolicy: .unbounded)
         (expressionFrames, frameSink) = AsyncStream.makeStream(of: ReceivedExpressionFrame.self, bufferingPolicy: .bufferingNewest(64))
         (outgoingLevels, levelSink) = AsyncStream.makeStream(of: AudioLevel.self, bufferingPolicy: .bufferingNewest(256))
-        graph = try loop.sync { [configuration] in try PeerGraph(input: audioSource, configuration: configuration) }
+        let clock = ConnectionClock.random(at: UInt64(g_get_monotonic_time()))
+        graph = try loop.sync { [configuration] in try PeerGraph(input: audioSource, configuration: configuration, clock: clock) }
         do {
             try loop.sync { try self.start() }
         } catch {
@@ -238,6 +247,7 @@ public final class PeerConnection: @unchecked Sendable {
             throw PeerError(.invalidDescription, "the remote \(type.rawValue) could not be wrapped")
         }
         let owned = OwnedDescription(description)
+        shared.withLock { $0.remoteDescription = sdp }
         onLoop { $0.applyRemoteDescription(owned, type: type) }
     }
 
@@ -268,13 +278,14 @@ public final class PeerConnection: @unchecked Sendable {
         }
     }
 
-    /// Sends an expression frame on the data channel (encoded, ≤ 128 bytes). Never queues stale
+    /// Sends an expression frame, stamped on the device's media clock, on the data channel (moved
+    /// to the connection's clock, encoded, ≤ 128 bytes). Never queues stale
     /// data: when the frame would take the channel's unsent bytes beyond
     /// `configuration.maximumBufferedExpressionBytes`, or the channel is not open, the frame is
     /// dropped and counted (`PeerStatistics.expression.framesDropped`). Returns at once; the frame
     /// leaves from the loop's thread.
     public func send(_ frame: ExpressionFrame) {
-        let payload = frame.encoded()
+        let payload = graph.clock.outgoing(frame).encoded()
         guard payload.count <= ExpressionFrame.maximumEncodedSize else {
             shared.withLock { $0.counters.framesDropped += 1 }
             return

@@ -13,6 +13,10 @@ final class PeerGraph: @unchecked Sendable {
     let pipeline: UnsafeMutablePointer<GstElement>
     let webrtcbin: UnsafeMutablePointer<GstElement>
     let bus: UnsafeMutablePointer<GstBus>
+    /// The clock this connection's peer sees (`ConnectionClock`); the pipeline's clock runs on it.
+    let clock: ConnectionClock
+    /// The connection's own DTLS certificate (nil: GStreamer's per-process one, if libcrypto failed).
+    let certificate = DTLSCertificate.make()
     /// The "mute" volume element before the encoder.
     private(set) var volume: UnsafeMutablePointer<GstElement>?
     /// The mixer an input file is added to (file input only).
@@ -31,16 +35,19 @@ final class PeerGraph: @unchecked Sendable {
     var liveWebrtcbin: UnsafeMutablePointer<GstElement>? { tornDown ? nil : webrtcbin }
 
     /// Builds the pipeline (state NULL): capture → 48 kHz mono → mute → Opus → RTP → webrtcbin.
-    init(input: AudioInput, configuration: PeerConfiguration) throws {
+    init(input: AudioInput, configuration: PeerConfiguration, clock: ConnectionClock) throws {
         guard let pipeline = gst_pipeline_new(nil) else {
             throw PeerError(.gstreamerUnavailable, "GStreamer could not create a pipeline")
         }
         gst_object_ref_sink(gpointerOf(pipeline))
-        // One clock for every connection: the monotonic system clock (a PulseAudio source would
-        // otherwise provide its own), so that media times agree across peers and with the camera.
-        if let clock = gst_system_clock_obtain() {
-            gst_pipeline_use_clock(UnsafeMutableRawPointer(pipeline).assumingMemoryBound(to: GstPipeline.self), clock)
-            gst_object_unref(gpointerOf(clock))
+        self.clock = clock
+        // The pipeline's clock is the monotonic system clock moved to the connection's origin (a
+        // PulseAudio source would otherwise provide its own): buffer times, and the RTCP sender
+        // reports stamped from them, are on the connection's clock, exactly `clock.offsetMicros`
+        // from the device's media clock.
+        if let own = Self.systemClock(movedBy: clock.offsetMicros) {
+            gst_pipeline_use_clock(UnsafeMutableRawPointer(pipeline).assumingMemoryBound(to: GstPipeline.self), own)
+            gst_object_unref(gpointerOf(own))
         }
         guard let webrtcbin = gst_element_factory_make("webrtcbin", "webrtc"), let bus = gst_element_get_bus(pipeline) else {
             gst_object_unref(gpointerOf(pipeline))
@@ -62,6 +69,22 @@ final class PeerGraph: @unchecked Sendable {
 
     deinit {
         teardown()
+    }
+
+    /// A new monotonic system clock whose time is CLOCK_MONOTONIC plus `offsetMicros`: calibrated
+    /// at rate 1 from the internal time now (the calibration is exact at rate 1).
+    private static func systemClock(movedBy offsetMicros: Int64) -> UnsafeMutablePointer<GstClock>? {
+        guard let object = g_object_new_with_properties(gst_system_clock_get_type(), 0, nil, nil) else { return nil }
+        let clock = UnsafeMutableRawPointer(object).assumingMemoryBound(to: GstClock.self)
+        gst_object_ref_sink(gpointerOf(clock))
+        let internalTime = gst_clock_get_internal_time(clock)
+        let external = Int64(bitPattern: UInt64(internalTime)) &+ offsetMicros &* 1000
+        guard external > 0 else {
+            gst_object_unref(gpointerOf(clock))
+            return nil
+        }
+        gst_clock_set_calibration(clock, internalTime, GstClockTime(external), 1, 1)
+        return clock
     }
 
     private func configure(_ configuration: PeerConfiguration) throws {
@@ -90,8 +113,15 @@ final class PeerGraph: @unchecked Sendable {
             gst_object_unref(rtp)
         }
         let interval = UInt64(max(configuration.rtcpIntervalMillis, 100)) * 1_000_000
+        // The connection's own DTLS certificate (`DTLSCertificate`), given to the DTLS decoder as
+        // webrtcbin creates it, before the fingerprint is written into a session description.
+        let certificate = self.certificate
         onDeepElementAdded(pipeline) { element in
-            if factoryName(element) == "rtpsession" { setUInt64(gpointerOf(element), "rtcp-min-interval", interval) }
+            switch factoryName(element) {
+            case "rtpsession": setUInt64(gpointerOf(element), "rtcp-min-interval", interval)
+            case "dtlssrtpdec": if let certificate { veil_object_set_string(gpointerOf(element), "pem", certificate.pem) }
+            default: break
+            }
         }
     }
 
@@ -156,9 +186,9 @@ final class PeerGraph: @unchecked Sendable {
     }
 
     /// Adds `filesrc ! decodebin ! …` for `url` to `mixer`, timed to start 150 ms from now. Returns
-    /// the branch and the clock time (ns) at which the file's first sample enters the mix: its
-    /// capture time, as far as the call is concerned.
-    func addFileBranch(url: URL, mixer: UnsafeMutablePointer<GstElement>) throws -> (branch: UnsafeMutablePointer<GstElement>, startNanos: UInt64?) {
+    /// the branch and the device media time (µs) at which the file's first sample enters the mix:
+    /// its capture time, as far as the call is concerned.
+    func addFileBranch(url: URL, mixer: UnsafeMutablePointer<GstElement>) throws -> (branch: UnsafeMutablePointer<GstElement>, startMicros: UInt64?) {
         let description = "filesrc name=file ! decodebin ! audioconvert ! audioresample ! audio/x-raw,format=S16LE,rate=48000,channels=1,layout=interleaved ! queue name=out"
         var error: UnsafeMutablePointer<GError>?
         // Not ghosting unlinked pads: audioconvert's sink waits for decodebin's dynamic pad and
@@ -196,19 +226,32 @@ final class PeerGraph: @unchecked Sendable {
         }
         // Shift the file's timeline to start a little after now (running time), leaving decodebin
         // time to find the format so that the first syllable is not clipped.
-        var startNanos: UInt64?
-        if let clock = gst_element_get_clock(pipeline) {
-            let now = gst_clock_get_time(clock)
-            gst_object_unref(gpointerOf(clock))
+        var startMicros: UInt64?
+        if let pipelineClock = gst_element_get_clock(pipeline) {
+            let now = gst_clock_get_time(pipelineClock)
+            gst_object_unref(gpointerOf(pipelineClock))
             let running = now &- gst_element_get_base_time(pipeline)
             gst_pad_set_offset(source, Int(bitPattern: UInt(running)) &+ 150_000_000)
-            startNanos = UInt64(now) &+ 150_000_000
+            startMicros = clock.localMicros(ofConnectionNanos: UInt64(now) &+ 150_000_000)
         }
         guard gst_pad_link(source, sink) == GST_PAD_LINK_OK else {
             throw PeerError(.gstreamerUnavailable, "the audio file could not be connected to the mixer")
         }
         gst_element_sync_state_with_parent(element)
-        return (element, startNanos)
+        return (element, startMicros)
+    }
+
+    /// A buffer timestamp on `pad` as device media time (µs): its running time plus the pipeline's
+    /// base time is a time of the connection's clock, moved back by the connection's offset.
+    func mediaTimeMicros(pts: GstClockTime, pad: UnsafeMutablePointer<GstPad>) -> UInt64? {
+        guard pts != GstClockTime.max, let event = gst_pad_get_sticky_event(pad, GST_EVENT_SEGMENT, 0) else { return nil }
+        defer { gst_event_unref(event) }
+        var segment: UnsafePointer<GstSegment>?
+        gst_event_parse_segment(event, &segment)
+        guard let segment else { return nil }
+        let running = gst_segment_to_running_time(segment, GST_FORMAT_TIME, pts)
+        guard running != GstClockTime.max else { return nil }
+        return clock.localMicros(ofConnectionNanos: UInt64(running) &+ UInt64(gst_element_get_base_time(pipeline)))
     }
 
     /// The text of the first error message waiting on the bus (e.g. why a state change failed).

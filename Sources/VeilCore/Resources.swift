@@ -37,9 +37,4 @@ public enum VeilResources {
         }
         return url
     }
-
-    /// The mesh topology installed by scripts/bootstrap.
-    public static func meshTopology() throws -> MeshTopology {
-        try MeshTopology(contentsOf: file("models", "face_mesh_topology.json"))
-    }
 }

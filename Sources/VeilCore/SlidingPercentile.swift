@@ -1,22 +1,22 @@
 /// Percentiles of the values seen over the last `seconds`, kept sorted as values come and go, so
 /// that asking costs no sort: per frame, one insertion and the expired removals (binary search,
 /// then a move of the elements behind).
-struct SlidingPercentile: Sendable {
+package struct SlidingPercentile: Sendable {
     /// How far back values count (a change applies from the next `add`).
-    var seconds: Double
+    package var seconds: Double
     /// The values in arrival order, with their times; the first `expired` are gone.
     private var arrivals: [(time: Double, value: Float)] = []
     private var expired = 0
     /// The values in the window, ascending.
     private var sorted: [Float] = []
 
-    init(seconds: Double) { self.seconds = seconds }
+    package init(seconds: Double) { self.seconds = seconds }
 
     /// Values in the window.
-    var count: Int { sorted.count }
+    package var count: Int { sorted.count }
 
     /// Adds `value`, seen at `time`, and forgets the values older than `time - seconds`.
-    mutating func add(_ value: Float, at time: Double) {
+    package mutating func add(_ value: Float, at time: Double) {
         arrivals.append((time, value))
         sorted.insert(value, at: firstIndex(notBelow: value))
         while expired < arrivals.count, !(arrivals[expired].time > time - seconds) {
@@ -31,13 +31,13 @@ struct SlidingPercentile: Sendable {
     }
 
     /// The value at `fraction` (0…1) of the window, nearest rank; nil when the window is empty.
-    func value(at fraction: Double) -> Float? {
+    package func value(at fraction: Double) -> Float? {
         sorted.isEmpty ? nil : sorted[rank(at: fraction)]
     }
 
     /// The share of the window below `value`, values equal to it counting half (its mid-rank,
     /// 0…1); nil when the window is empty.
-    func fraction(below value: Float) -> Double? {
+    package func fraction(below value: Float) -> Double? {
         guard !sorted.isEmpty else { return nil }
         let below = firstIndex(notBelow: value), notAbove = firstIndex { $0 > value }
         return (Double(below) + Double(notAbove - below) / 2) / Double(sorted.count)
@@ -47,7 +47,7 @@ struct SlidingPercentile: Sendable {
     /// values typically stray, unmoved by the few that stray far. Walks outward from the median
     /// through the sorted values, so it costs half a window and no sort. Nil when the window is
     /// empty.
-    func medianAbsoluteDeviation() -> Float? {
+    package func medianAbsoluteDeviation() -> Float? {
         guard !sorted.isEmpty else { return nil }
         let middle = rank(at: 0.5), median = sorted[middle]
         // The deviations in ascending order are a merge of the values from the median down and
@@ -67,7 +67,7 @@ struct SlidingPercentile: Sendable {
     }
 
     /// Forgets every value.
-    mutating func removeAll() {
+    package mutating func removeAll() {
         arrivals = []; expired = 0; sorted = []
     }
 

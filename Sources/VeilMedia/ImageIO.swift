@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// Loading and saving single images as `RGBImage`.
 public enum ImageIO {

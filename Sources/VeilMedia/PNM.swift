@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 /// Netpbm images (binary PPM `P6` and PGM `P5`, 8 or 16 bits), decoded in Swift: Debian's
 /// GStreamer has no parser that lets decodebin handle them.

@@ -1,5 +1,6 @@
 import CGStreamer
 import VeilCore
+import VeilVision
 
 /// What a source knows about its frames before the first `read`.
 struct SourceInfo {

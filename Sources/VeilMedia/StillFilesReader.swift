@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// Decodes one image file after the other: directories of frames, and PPM stills.
 final class StillFilesReader: FrameReader {

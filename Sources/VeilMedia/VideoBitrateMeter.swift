@@ -1,5 +1,6 @@
 import CGStreamer
 import VeilCore
+import VeilVision
 
 /// A video codec set up the way a sender would set it up, for `VideoBitrateMeter`.
 ///

@@ -2,6 +2,7 @@ import CGStreamer
 import Foundation
 import Synchronization
 import VeilCore
+import VeilVision
 
 /// A window that shows RGB frames, e.g. a call's avatars, through the first of GStreamer's video
 /// sinks that opens on this display: `waylandsink` or `glimagesink` under Wayland; `xvimagesink`,

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import VeilCore
+import VeilVision
 
 /// Frames from a video file, a still image, an image sequence or a camera, as packed RGB.
 ///

@@ -2,6 +2,7 @@ import CGStreamer
 import Foundation
 import Synchronization
 import VeilCore
+import VeilVision
 
 /// Writes RGB frames, and optionally an audio track, into a video file, or frames into numbered
 /// image files, chosen by the output's name:

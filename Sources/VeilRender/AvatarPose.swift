@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 /// One of the person's own sides (as in ARKit): the left side is drawn on the viewer's right,
 /// as when the person faces you.

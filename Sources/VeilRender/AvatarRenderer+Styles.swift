@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 extension AvatarRenderer {
     // MARK: sketch

@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 /// Draws the canonical avatar for an `Expression` into a view of a canvas.
 ///

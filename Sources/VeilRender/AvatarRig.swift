@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// The canonical face: one fixed, designed 3-D head, the same for everybody, posed by an `Expression`.
 ///

@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 /// How the ends of open stroked lines look.
 public enum LineCap: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 /// A corner of the canvas.
 public enum Corner: Sendable, Equatable, CaseIterable {

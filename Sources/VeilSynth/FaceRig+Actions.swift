@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// The displacement model: how far each mesh point moves at full strength of each action, in the
 /// photo's pixels, scaled by the photo's own face.

@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// Hermite smoothstep: 0 below `e0`, 1 above `e1`, smooth in between.
 @inline(__always)

@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 /// Warps an image by a triangulated point set: every destination triangle is filled through the
 /// affine map that takes it back onto its source triangle, sampling the source bilinearly.

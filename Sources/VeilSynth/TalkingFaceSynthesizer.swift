@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// Animates a still photo of a face into a talking clip with known ground truth.
 ///

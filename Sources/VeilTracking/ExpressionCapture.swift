@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 
 /// The sending side of Veil for one camera: frame → tracker → expression → `ExpressionFrame`.
 /// Landmarks stay inside; what comes out is the identity-free frame (and, for local display and

@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// A face found by BlazeFace: box and six keypoints in image pixels, and a score.
 struct FaceDetection {

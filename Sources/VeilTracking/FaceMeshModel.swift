@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// MediaPipe's face_landmark model on LiteRT: 468 3-D points and a face-presence score for the
 /// face inside a rotated square region.

@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// The result of tracking one frame.
 public struct TrackingResult: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 
 /// A square region of an image, rotated about its centre: what the models look at.
 /// `rotation` is in radians, clockwise on screen (image y points down).

@@ -3,6 +3,7 @@ import Synchronization
 import VeilCairo
 import VeilCall
 import VeilCore
+import VeilVision
 import VeilRender
 import VeilServer
 import VeilTracking
@@ -15,7 +16,8 @@ import VeilTracking
 ///
 /// Both participants read one monotonic media clock (`PeerConnection.mediaTimeMicros`), so every
 /// one-way time — capture to arrival, arrival to the picture that shows the frame, voice capture
-/// to playout — is a plain difference.
+/// to playout — is a plain difference, once what a receiver got is moved back from the clock the
+/// sender's connection showed it (`ConnectionClock`, which the benchmark reads from the sender).
 struct CallBenchmark {
     /// How often bob joins the room where alice waits; the last join stays for the call.
     var joins = 5
@@ -100,6 +102,8 @@ struct CallBenchmark {
         var bob: CallParticipant?
         for attempt in 1...joinCount {
             let person = try participant("bob", remote: "alice", clip: bobClip, tracker: bobTracker)
+            alice.recorder.readSenderClock { person.session.clock(for: "alice") }
+            person.recorder.readSenderClock { [session = alice.session] in session.clock(for: "bob") }
             let r = person.recorder
             let started = person.start()
             guard let joined = r.wait(timeout: 10, for: { r.firstEvent(after: started, matching: \.isJoined) }) else {
@@ -316,6 +320,16 @@ final class CallRecorder: Sendable {
     private let voice = Mutex(Voice())
     private let failed = Mutex<String?>(nil)
     private let changed = DispatchSemaphore(value: 0)
+    /// Reads the clock the other participant's connection shows this one (nil before it connects).
+    private let senderClockLookup = Mutex<(@Sendable () -> ConnectionClock?)?>(nil)
+
+    /// Where to read the sender's connection clock, to move received frame sequences and times back
+    /// to the sender's own (the shared media clock); what arrives before it is known is not timed.
+    func readSenderClock(_ lookup: @escaping @Sendable () -> ConnectionClock?) {
+        senderClockLookup.withLock { $0 = lookup }
+    }
+
+    private var senderClock: ConnectionClock? { senderClockLookup.withLock { $0 }?() }
 
     // MARK: Writing
 
@@ -334,14 +348,18 @@ final class CallRecorder: Sendable {
     func sent(_ sequence: UInt32, _ frame: Sent) { sent.withLock { $0[sequence] = frame } }
 
     func arrived(_ received: ReceivedExpressionFrame) {
+        let sequence = senderClock.map { $0.localSequence(ofSent: received.frame.sequence) }
         arrivals.withLock { a in
             if a.first == nil { a.first = received.arrivalMediaTimeMicros }
-            a.all[received.frame.sequence] = Arrival(time: received.arrivalMediaTimeMicros, bytes: received.byteCount)
+            if let sequence { a.all[sequence] = Arrival(time: received.arrivalMediaTimeMicros, bytes: received.byteCount) }
         }
         changed.signal()
     }
 
-    func drew(_ tick: Tick, dominant: UInt32?) {
+    /// `dominant`: the sequence number, as received, of the frame that weighs most in the picture.
+    func drew(_ tick: Tick, dominant received: UInt32?) {
+        let clock = received == nil ? nil : senderClock
+        let dominant = received.flatMap { sequence in clock.map { $0.localSequence(ofSent: sequence) } }
         shown.withLock { s in
             s.ticks.append(tick)
             if let dominant, s.first[dominant] == nil { s.first[dominant] = Shown(tick: tick.time, drawn: tick.drawnMicros) }
@@ -350,9 +368,10 @@ final class CallRecorder: Sendable {
 
     func heard(_ audio: ReceivedAudio) {
         let now = PeerConnection.mediaTimeMicros
+        let clock = audio.senderMediaTimeMicros == nil ? nil : senderClock
         voice.withLock { v in
             if v.firstHeard == nil { v.firstHeard = now }
-            if let sender = audio.senderMediaTimeMicros {
+            if let wire = audio.senderMediaTimeMicros, let sender = clock?.localMicros(ofConnectionMicros: wire) {
                 if v.timingKnownAt == nil { v.timingKnownAt = now }
                 v.heard.append((time: now, sinceCapture: Int64(bitPattern: now &- sender),
                                 afterPlayout: Int64(bitPattern: now &- audio.playoutTimeMicros)))

@@ -1,6 +1,7 @@
 import Foundation
 import VeilCairo
 import VeilCore
+import VeilVision
 import VeilRender
 
 /// A chart of benchmark results: panels of labelled horizontal bars, Veil's highlighted, drawn with

@@ -3,6 +3,7 @@ import Synchronization
 import VeilCairo
 import VeilCall
 import VeilCore
+import VeilVision
 import VeilMedia
 import VeilRender
 import VeilTracking

@@ -1,6 +1,7 @@
 import Foundation
 import VeilCairo
 import VeilCore
+import VeilVision
 import VeilMedia
 import VeilRender
 import VeilSynth

@@ -1,11 +1,98 @@
 import Foundation
 import XCTest
 
-/// The privacy invariant "no API in the call layer accepts an image", checked on the source of
-/// `Sources/VeilCall`: no public or open declaration mentions a type that holds a picture, video,
-/// face geometry or raw bytes (which could carry any of them). The call layer's inputs are
-/// `ExpressionFrame`s, audio samples and signaling text.
+/// The privacy invariant "no API in the call layer accepts an image". Structurally: pictures and
+/// faces are types of `VeilVision` (and the targets built on it), and the package graph gives the
+/// call layer no path to any of them, so its code cannot import or name one. On the source: no
+/// public or open declaration of `Sources/VeilCall` mentions raw bytes (which could carry anything)
+/// or a picture's type. The call layer's inputs are `ExpressionFrame`s, audio samples and
+/// signaling text.
 final class CallLayerSurfaceTests: XCTestCase {
+    /// The package root, from this file's place in it.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Target name → the names of the targets and products it depends on, as SwiftPM reads
+    /// Package.swift (`swift package dump-package`, with a scratch directory of its own so that it
+    /// does not wait for the build this test runs in).
+    static func packageGraph() throws -> [String: [String]] {
+        let swift = ProcessInfo.processInfo.environment["SWIFT"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? ["/opt/swift/usr/bin/swift", "/usr/bin/swift", "/usr/local/bin/swift"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let swift else { throw XCTSkip("no swift executable to read the package graph with") }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("veil-graph-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: swift)
+        process.arguments = ["package", "--package-path", root.path, "--scratch-path", scratch.path, "dump-package"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "swift package dump-package failed")
+        let manifest = try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
+        var graph: [String: [String]] = [:]
+        for target in try XCTUnwrap(manifest["targets"] as? [[String: Any]]) {
+            let name = try XCTUnwrap(target["name"] as? String)
+            graph[name] = (target["dependencies"] as? [[String: Any]] ?? []).compactMap { dependency in
+                // {"byName": [name, condition]}, {"target": [name, condition]}, {"product": [name, package, …]}
+                dependency.values.compactMap { ($0 as? [Any])?.first as? String }.first
+            }
+        }
+        return graph
+    }
+
+    /// Every target `start` depends on, directly or not.
+    static func closure(of start: String, in graph: [String: [String]]) -> Set<String> {
+        var seen = Set<String>(), stack = graph[start] ?? []
+        while let next = stack.popLast() {
+            if seen.insert(next).inserted { stack += graph[next] ?? [] }
+        }
+        return seen
+    }
+
+    /// The targets that see pictures or faces: `VeilVision` and every target that depends on it.
+    static func seeing(in graph: [String: [String]]) -> Set<String> {
+        Set(graph.keys.filter { $0 == "VeilVision" || closure(of: $0, in: graph).contains("VeilVision") })
+    }
+
+    func testTheCallLayerCannotReachPicturesOrFaces() throws {
+        let graph = try Self.packageGraph()
+        let call = Self.closure(of: "VeilCall", in: graph)
+        let seeing = Self.seeing(in: graph)
+        print("VeilCall depends on \(call.sorted()); the targets that see pictures or faces: \(seeing.sorted())")
+        XCTAssertNotNil(graph["VeilCall"], "no VeilCall target in the package graph")
+        XCTAssertTrue(call.contains("VeilCore"), "the graph was not read: VeilCall's dependencies are missing")
+        XCTAssertTrue(call.isDisjoint(with: seeing), "VeilCall can reach \(call.intersection(seeing).sorted()), which hold pictures or faces")
+        // The pictures and faces are where the graph says: VeilVision declares them, and nothing
+        // the call layer can reach declares a picture, a frame of video or a face's points.
+        func declarations(in target: String) throws -> String {
+            let directory = Self.root.appendingPathComponent("Sources/\(target)")
+            let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
+            return try files.filter { $0.pathExtension == "swift" }.map { try String(contentsOf: $0, encoding: .utf8) }.joined(separator: "\n")
+        }
+        let vision = try declarations(in: "VeilVision")
+        for type in ["struct RGBImage", "struct VideoFrame", "struct FaceLandmarks", "typealias Point2"] {
+            XCTAssertTrue(vision.contains(type), "VeilVision no longer declares \(type): where did it go?")
+        }
+        let pattern = try NSRegularExpression(pattern: #"\b(struct|class|enum|typealias|protocol|actor)\s+\w*(Image|Pixel|Picture|Video|Landmark|Mesh|Point)\w*"#)
+        for target in call.sorted() {
+            let source = try declarations(in: target)
+            let found = pattern.matches(in: source, range: NSRange(source.startIndex..., in: source)).compactMap { Range($0.range, in: source).map { String(source[$0]) } }
+            XCTAssertEqual(found, [], "\(target), which VeilCall depends on, declares a picture or face type")
+        }
+    }
+
+    /// The graph reading on a graph with a planted path to the faces.
+    func testAPathToTheFacesIsFound() {
+        let graph = ["VeilCall": ["VeilCore", "VeilGLib"], "VeilGLib": ["Helpers"], "Helpers": ["VeilMedia"],
+                     "VeilMedia": ["VeilVision", "VeilCore"], "VeilVision": ["VeilCore"], "VeilCore": []]
+        let call = Self.closure(of: "VeilCall", in: graph)
+        XCTAssertEqual(call, ["VeilCore", "VeilGLib", "Helpers", "VeilMedia", "VeilVision"])
+        XCTAssertEqual(Self.seeing(in: graph), ["VeilVision", "VeilMedia", "Helpers", "VeilGLib", "VeilCall"])
+        XCTAssertFalse(call.isDisjoint(with: Self.seeing(in: graph)))
+    }
+
     /// Types that must not appear in VeilCall's public signatures, and why.
     static let forbidden: [String: String] = [
         "RGBImage": "an image", "VideoFrame": "an image", "CanvasImage": "an image", "ImageIO": "image files",

@@ -78,7 +78,9 @@ final class CallSessionTests: XCTestCase {
             Thread.sleep(forTimeInterval: 1.0 / 30)
         }
         waitUntil("bob receives alice's frames", timeout: 5) { b.frames.withLock { $0.count } >= 57 }
-        let received = b.frames.withLock { $0 }
+        // Bob receives them on the connection's clock; alice knows it.
+        let aliceClock = try XCTUnwrap(alice.clock(for: "bob"))
+        let received = b.frames.withLock { $0 }.map { aliceClock.original(of: $0) }
         for r in received {
             guard let s = sent.first(where: { $0.sequence == r.sequence }) else { XCTFail("unknown frame \(r.sequence)"); continue }
             XCTAssertEqual(r.expression[.jawOpen], s.expression[.jawOpen], accuracy: 1.0 / 255)

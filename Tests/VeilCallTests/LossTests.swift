@@ -166,7 +166,7 @@ final class LossTests: XCTestCase {
         result.latencyFECMillis = Double(bob.playoutMapping?.latencyMicros ?? 0) / 1000
         let heardByBob = pair.answererSaw.audio.withLock { $0 }
         result.voiceFEC = Self.levels(heardByBob, from: filmed.from, to: filmed.to)
-        result.mouthToEarFECMillis = Self.mouthToEarMillis(heardByBob, from: filmed.from, to: filmed.to)
+        result.mouthToEarFECMillis = Self.mouthToEarMillis(heardByBob, sentOn: alice.clock, from: filmed.from, to: filmed.to)
         try await pair.close()
         return result
     }
@@ -225,15 +225,16 @@ final class LossTests: XCTestCase {
         result.framesSent = filmed.framesSent
         result.framesReceived = pair.offererSaw.frames.withLock { $0.count } - filmed.framesBefore
         result.latencyPLCMillis = Double(pair.offerer.playoutMapping?.latencyMicros ?? 0) / 1000
-        analyse(filmed.pictures, start: filmed.start, into: &result)
+        analyse(filmed.pictures, start: filmed.start, sentOn: pair.answerer.clock, into: &result)
         result.voicePLC = levels(filmed.heard, from: filmed.from, to: filmed.to)
-        result.mouthToEarPLCMillis = mouthToEarMillis(filmed.heard, from: filmed.from, to: filmed.to)
+        result.mouthToEarPLCMillis = mouthToEarMillis(filmed.heard, sentOn: pair.answerer.clock, from: filmed.from, to: filmed.to)
         return result
     }
 
     /// Errors, smoothness, concealment and delay of the pictures drawn.
-    static func analyse(_ pictures: [Picture], start: UInt64, into result: inout Measurement) {
-        func seconds(_ micros: UInt64) -> Double { Double(Int64(bitPattern: micros &- start)) / 1e6 }
+    /// `clock`: the sender's connection clock, on which the pictures' source and media times are.
+    static func analyse(_ pictures: [Picture], start: UInt64, sentOn clock: ConnectionClock, into result: inout Measurement) {
+        func seconds(_ micros: UInt64) -> Double { Double(Int64(bitPattern: clock.localMicros(ofConnectionMicros: micros) &- start)) / 1e6 }
         result.pictures = pictures.count
         guard !pictures.isEmpty else { return }
         let share = { (source: ExpressionJitterBuffer.Playout.Source) in
@@ -256,7 +257,7 @@ final class LossTests: XCTestCase {
             guard let source = picture.playout.sourceTimeMicros else { continue }
             jaw.append(abs(drawnJaw - Signal.jawOpen(seconds(source))))
             yaw.append(abs(drawnYaw - Signal.yaw(seconds(source))))
-            delays.append(Double(Int64(bitPattern: picture.localMicros &- source)) / 1000)
+            delays.append(Double(Int64(bitPattern: picture.localMicros &- clock.localMicros(ofConnectionMicros: source))) / 1000)
             if picture.playout.source == .frame || picture.playout.source == .interpolated {
                 syncErrors.append(abs(Double(Int64(bitPattern: picture.playout.mediaTimeMicros &- source))) / 1000)
             }
@@ -304,11 +305,12 @@ final class LossTests: XCTestCase {
     }
 
     /// Median of (playout time − sender capture time) of the audio buffers played between `from`
-    /// and `to`: the voice's mouth-to-ear delay (without a sound card's own latency).
-    static func mouthToEarMillis(_ audio: [ReceivedAudio], from: UInt64, to: UInt64) -> Double {
+    /// and `to`: the voice's mouth-to-ear delay (without a sound card's own latency). `clock`: the
+    /// sender's connection clock, on which the buffers' sender times are.
+    static func mouthToEarMillis(_ audio: [ReceivedAudio], sentOn clock: ConnectionClock, from: UInt64, to: UInt64) -> Double {
         let delays = audio.compactMap { buffer -> Double? in
             guard buffer.presentationTimeMicros >= from, buffer.presentationTimeMicros < to, let sender = buffer.senderMediaTimeMicros else { return nil }
-            return Double(Int64(bitPattern: buffer.playoutTimeMicros &- sender)) / 1000
+            return Double(Int64(bitPattern: buffer.playoutTimeMicros &- clock.localMicros(ofConnectionMicros: sender))) / 1000
         }
         return percentile(delays, 0.5)
     }

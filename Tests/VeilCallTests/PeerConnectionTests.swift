@@ -33,9 +33,13 @@ final class PeerConnectionTests: XCTestCase {
             pair.answererSaw.frames.withLock { $0.count } >= 100 && pair.offererSaw.frames.withLock { $0.count } >= 100
         }
 
-        for (sent, received, direction) in [(sentByOfferer, pair.answererSaw.frames.withLock { $0 }, "A→B"),
-                                            (sentByAnswerer, pair.offererSaw.frames.withLock { $0 }, "B→A")] {
+        for (sent, received, clock, direction) in [(sentByOfferer, pair.answererSaw.frames.withLock { $0 }, pair.offerer.clock, "A→B"),
+                                                   (sentByAnswerer, pair.offererSaw.frames.withLock { $0 }, pair.answerer.clock, "B→A")] {
             XCTAssertGreaterThanOrEqual(received.count, 95, direction)
+            // Each frame arrives on the sending connection's clock (a random origin and sequence
+            // offset), which its sender knows and translates back exactly.
+            let received = received.map { ReceivedExpressionFrame(frame: clock.original(of: $0.frame), arrivalMediaTimeMicros: $0.arrivalMediaTimeMicros,
+                                                                   byteCount: $0.byteCount) }
             let bySequence = Dictionary(uniqueKeysWithValues: sent.map { ($0.sequence, $0) })
             for item in received {
                 guard let original = bySequence[item.frame.sequence] else { return XCTFail("\(direction): unknown sequence \(item.frame.sequence)") }
@@ -94,7 +98,8 @@ final class PeerConnectionTests: XCTestCase {
         let mutedAt = PeerConnection.mediaTimeMicros
         pair.offerer.setMuted(true)
         XCTAssertTrue(pair.offerer.isMuted)
-        let predicted = try XCTUnwrap(pair.answerer.playoutTimeMicros(forSenderMediaTimeMicros: mutedAt))
+        // The offerer's time as the answerer sees it: on the connection's clock.
+        let predicted = try XCTUnwrap(pair.answerer.playoutTimeMicros(forSenderMediaTimeMicros: pair.offerer.clock.connectionMicros(ofLocalMicros: mutedAt)))
         try await Task.sleep(nanoseconds: 1_200_000_000)
         let unmutedAt = PeerConnection.mediaTimeMicros
         pair.offerer.setMuted(false)
@@ -103,7 +108,7 @@ final class PeerConnectionTests: XCTestCase {
         let heard = pair.answererSaw.audio.withLock { $0 }
         let before = heard.filter { $0.playoutTimeMicros < predicted - 100_000 && $0.playoutTimeMicros > predicted - 600_000 }.flatMap(\.samples)
         let during = heard.filter { $0.playoutTimeMicros > predicted + 100_000 && $0.playoutTimeMicros < unmutedAt }.flatMap(\.samples)
-        let after = heard.filter { $0.playoutTimeMicros > pair.answerer.playoutTimeMicros(forSenderMediaTimeMicros: unmutedAt)! + 100_000 }.flatMap(\.samples)
+        let after = heard.filter { $0.playoutTimeMicros > pair.answerer.playoutTimeMicros(forSenderMediaTimeMicros: pair.offerer.clock.connectionMicros(ofLocalMicros: unmutedAt))! + 100_000 }.flatMap(\.samples)
         XCTAssertGreaterThan(rms(before), 0.05, "tone before muting")
         XCTAssertLessThan(rms(during), 0.005, "silence while muted")
         XCTAssertGreaterThan(rms(after), 0.05, "tone again after unmuting")
@@ -201,7 +206,7 @@ final class PeerConnectionTests: XCTestCase {
         try await eventually("the valid frame") { pair.answererSaw.frames.withLock { $0.count } == 1 }
         try await Task.sleep(nanoseconds: 200_000_000)
         let stats = await pair.answerer.statistics()
-        XCTAssertEqual(pair.answererSaw.frames.withLock { $0.map(\.frame) }, [valid])
+        XCTAssertEqual(pair.answererSaw.frames.withLock { $0.map(\.frame) }, [pair.offerer.clock.outgoing(valid)])
         XCTAssertGreaterThanOrEqual(stats.expression.invalidPayloads, 3, "garbage, oversized and corrupted (an empty message may not be delivered)")
         XCTAssertEqual(stats.expression.framesReceived, 1)
         XCTAssertEqual(stats.expression.largestPayloadReceived, 200)

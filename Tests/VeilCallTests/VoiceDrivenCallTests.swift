@@ -99,7 +99,9 @@ final class VoiceDrivenCallTests: XCTestCase {
         let fileStart = try XCTUnwrap(call.alice.audioFileStartMicros(for: "bob"), "the call did not connect within 15 s")
         Thread.sleep(forTimeInterval: call.speech.duration + 1)
 
-        let frames = call.received.withLock { $0 }.map(\.frame)
+        // As alice stamped them: bob receives them on the connection's clock.
+        let clock = try XCTUnwrap(call.alice.clock(for: "bob"))
+        let frames = call.received.withLock { $0 }.map { clock.original(of: $0.frame) }
         let spoken = frames.filter { $0.captureTimeMicros >= fileStart && $0.captureTimeMicros < fileStart + UInt64(call.speech.duration * 1e6) }
         XCTAssertGreaterThan(Double(spoken.count), call.speech.duration * 25, "too few frames during the speech: \(spoken.count)")
         // Every frame is tracked, voice-driven, and carries nothing a face would add.
@@ -158,7 +160,9 @@ final class VoiceDrivenCallTests: XCTestCase {
         call.alice.setMuted(false)
         Thread.sleep(forTimeInterval: 2.5)
         load.stop()
-        let frames = call.received.withLock { $0 }.map(\.frame)
+        // As alice stamped them: bob receives them on the connection's clock.
+        let clock = try XCTUnwrap(call.alice.clock(for: "bob"))
+        let frames = call.received.withLock { $0 }.map { clock.original(of: $0.frame) }
         func jaw(_ from: UInt64, _ to: UInt64) -> [Float] {
             frames.filter { $0.captureTimeMicros >= from && $0.captureTimeMicros < to }.map { $0.expression[.jawOpen] }
         }
@@ -234,7 +238,9 @@ final class VoiceDrivenCallTests: XCTestCase {
         }
         Thread.sleep(forTimeInterval: 0.5)
 
-        let frames = call.received.withLock { $0 }.map(\.frame)
+        // As alice stamped them: bob receives them on the connection's clock.
+        let clock = try XCTUnwrap(call.alice.clock(for: "bob"))
+        let frames = call.received.withLock { $0 }.map { clock.original(of: $0.frame) }
         func isFace(_ f: ExpressionFrame) -> Bool { f.state == .tracked && !f.isVoiceDriven }
         // Before: the face. During the first second of the loss: the camera's lost frames.
         XCTAssertGreaterThan(frames.filter { $0.captureTimeMicros < lostAt && isFace($0) }.count, 30)

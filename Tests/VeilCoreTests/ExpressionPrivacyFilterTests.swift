@@ -1,5 +1,6 @@
 import XCTest
 @testable import VeilCore
+@testable import VeilVision
 
 /// The privacy filter (on by default): what it keeps, what it evens out, what it drops.
 final class ExpressionPrivacyFilterTests: XCTestCase {

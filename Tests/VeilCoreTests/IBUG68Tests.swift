@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import VeilCore
+@testable import VeilVision
 
 /// The landmark error every tracker is measured with (tests and `veil bench`).
 final class IBUG68Tests: XCTestCase {

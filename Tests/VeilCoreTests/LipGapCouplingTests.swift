@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 
 final class LipGapCouplingTests: XCTestCase {
     /// Speech on a face whose corners sink by 0.3 of the lip gap, with smiles that come and go on

@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 import XCTest
 import CGStreamer
 @testable import VeilMedia

@@ -1,4 +1,5 @@
 import VeilCore
+import VeilVision
 import XCTest
 @testable import VeilMedia
 

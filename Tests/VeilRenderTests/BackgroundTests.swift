@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 import VeilRender
 import VeilCairo
 

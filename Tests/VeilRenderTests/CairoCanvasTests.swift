@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 import VeilCore
+import VeilVision
 import VeilRender
 import VeilCairo
 

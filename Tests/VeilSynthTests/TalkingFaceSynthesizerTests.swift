@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 import VeilSynth
 import XCTest
 

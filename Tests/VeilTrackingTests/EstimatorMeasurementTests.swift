@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 @testable import VeilTracking
 
 /// Measurements of the estimator that must not depend on things other than the movement they

@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 @testable import VeilTracking
 
 /// Each coefficient Veil promises responds to its movement: a real tracked face (takeo) is

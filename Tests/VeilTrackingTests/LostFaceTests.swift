@@ -1,5 +1,6 @@
 import XCTest
 import VeilCore
+import VeilVision
 import VeilSynth
 @testable import VeilTracking
 

@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilVision
 import VeilMedia
 
 /// Test photos from the registries (installed by scripts/bootstrap) and their 68-point annotations.

@@ -2,11 +2,17 @@ import Foundation
 import Synchronization
 import XCTest
 @testable import VeilCore
+@testable import VeilVision
 import VeilSynth
 @testable import VeilTracking
 
-/// A re-identification experiment: can a nearest-neighbour classifier tell who is on camera from
-/// what Veil transmits, and from the raw landmarks that the approach Veil replaces transmitted?
+/// The regression guard of the re-identification experiment: a short version, run by `make test`,
+/// that keeps today's filter from getting worse on the five faces it was tuned on. It is not the
+/// measure of the privacy claim: that is `make privacy` (privacy/attack.py, docs/privacy.md), with
+/// more people, a quarter of them held out, minute-long sessions and attackers that use them whole.
+///
+/// Can a nearest-neighbour classifier tell who is on camera from what Veil transmits, and from the
+/// raw landmarks that the approach Veil replaces transmitted?
 ///
 /// Each photo in Veil's cache (five different people) is animated by `TalkingFaceSynthesizer` in
 /// two independent sessions, and the whole experiment runs `experiments` times, pooled. A session
@@ -437,7 +443,7 @@ final class ReidentificationTests: XCTestCase {
         }
         let truth = script.groundTruth
         if let dump = ProcessInfo.processInfo.environment["VEIL_REID_DUMP"] {
-            try dumpFrames(to: dump, person: person, session: session, truth: truth, decoded: full, exact: exact,
+            try dumpFrames(to: dump, person: person, session: session, truth: truth, sent: sent, full: full, exact: exact,
                            meshes: ProcessInfo.processInfo.environment["VEIL_REID_DUMP_MESH"] == nil ? nil : meshes)
         }
         let perSegment = Int((segmentSeconds * framesPerSecond).rounded())
@@ -539,10 +545,12 @@ final class ReidentificationTests: XCTestCase {
                                              .smile: smile, .browRaise: brow, .headYaw: yaw])
     }
 
-    /// For offline analysis: one JSON line per frame (script, default stream, exact-mesh stream)
-    /// appended to `path` when VEIL_REID_DUMP names it; with VEIL_REID_DUMP_MESH set, the tracker's mesh too.
+    /// For offline analysis: one JSON line per frame appended to `path` when VEIL_REID_DUMP names
+    /// it: the script (`truth`), the default stream as sent (`stream`, through the privacy filter),
+    /// the estimator's output unfiltered (`full`, what `--full-expression` sends) and the exact-mesh
+    /// stream (`exact`, unfiltered); with VEIL_REID_DUMP_MESH set, the tracker's mesh too.
     static func dumpFrames(to path: String, person: Int, session: Int, truth: [GroundTruthFrame],
-                           decoded: [ExpressionFrame], exact: [ExpressionFrame], meshes: [[Point3]?]? = nil) throws {
+                           sent: [ExpressionFrame], full: [ExpressionFrame], exact: [ExpressionFrame], meshes: [[Point3]?]? = nil) throws {
         func row(_ f: ExpressionFrame) -> [Float]? {
             guard f.state == .tracked else { return nil }
             let e = f.expression
@@ -552,10 +560,10 @@ final class ReidentificationTests: XCTestCase {
         let encoder = JSONEncoder()
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "NaN")
         for (n, t) in truth.enumerated() {
-            struct Line: Encodable { var person, session, frame: Int; var time: Double; var truth: [Double]; var stream, exact, mesh: [Float]? }
+            struct Line: Encodable { var person, session, frame: Int; var time: Double; var truth: [Double]; var stream, full, exact, mesh: [Float]? }
             let line = Line(person: person, session: session, frame: n, time: t.timeSeconds,
                             truth: [t.jawDrop, t.blinkLeft, t.blinkRight, t.smile, t.browRaise, t.headYaw],
-                            stream: row(decoded[n]), exact: row(exact[n]),
+                            stream: row(sent[n]), full: row(full[n]), exact: row(exact[n]),
                             mesh: meshes?[n].map { $0.flatMap { [$0.x, $0.y, $0.z] } })
             text += String(decoding: try encoder.encode(line), as: UTF8.self).replacingOccurrences(of: "\"NaN\"", with: "null") + "\n"
         }

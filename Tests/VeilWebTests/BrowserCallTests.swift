@@ -3,6 +3,7 @@ import Synchronization
 import VeilCairo
 import VeilCall
 import VeilCore
+import VeilVision
 import VeilRender
 import VeilServer
 import XCTest
@@ -152,6 +153,15 @@ final class BrowserCallTests: XCTestCase {
         let fromWeb = carolLog.frames(from: "web")
         XCTAssertGreaterThan(fromWeb.count, 60, "carol should receive the browser's expression frames")
         XCTAssertTrue(fromWeb.allSatisfy { $0.isVoiceDriven && $0.state == .tracked }, "every frame from the browser is marked voice-driven")
+        // The page has no camera path: what it sends is the voice-driven vocabulary (jaw, funnel,
+        // blinks of both eyes, brows up), left and right alike, numbered from a random start.
+        let voiceShapes: Set<BlendShape> = [.jawOpen, .mouthFunnel, .eyeBlinkLeft, .eyeBlinkRight, .browInnerUp, .browOuterUpLeft, .browOuterUpRight]
+        for frame in fromWeb {
+            let beyond = BlendShape.allCases.filter { !voiceShapes.contains($0) && frame.expression[$0] > 0 }
+            XCTAssertEqual(beyond, [], "a frame from the browser carries more than a voice gives")
+            XCTAssertEqual(frame.expression[.eyeBlinkLeft], frame.expression[.eyeBlinkRight], "a one-sided blink from the browser")
+        }
+        XCTAssertFalse(fromWeb.contains { $0.sequence < 1000 }, "the page numbers its frames from 0: \(fromWeb.prefix(3).map(\.sequence))")
         let jawValues = fromWeb.map { $0.expression[.jawOpen] }
         let jawRange = (jawValues.max() ?? 0) - (jawValues.min() ?? 0)
         print("carol ← web: \(fromWeb.count) frames, all voice-driven; jawOpen \(String(format: "%.2f…%.2f", jawValues.min() ?? 0, jawValues.max() ?? 0))")

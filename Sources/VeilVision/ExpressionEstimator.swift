@@ -1,4 +1,5 @@
 import Foundation
+import VeilCore
 
 /// Turns a stream of `FaceLandmarks` into identity-free `Expression`s.
 ///
@@ -22,37 +23,9 @@ import Foundation
 /// part by `Gains.jawOpen` IOD more than at rest.
 public struct ExpressionEstimator: Sendable {
     /// Movement (in IOD, or as a ratio where noted) that drives a coefficient to 1.
-    public struct Gains: Sendable {
-        /// Lip gap increase for jawOpen = 1.
-        public var jawOpen: Float = 0.5
-        /// Fraction of the neutral eye opening lost for eyeBlink = 1 (after a 10 % dead zone). A
-        /// shut eye still measures 30–60 % of its open area on MediaPipe's mesh (it never quite
-        /// closes the lids), hence less than 0.9.
-        public var blink: Float = 0.45
-        /// Fraction of the neutral eye opening gained for eyeWide = 1.
-        public var wide: Float = 0.35
-        /// Corner lift (plus half the corner spread) for mouthSmile = 1.
-        public var smile: Float = 0.12
-        /// Corner drop for mouthFrown = 1.
-        public var frown: Float = 0.07
-        /// Sideways mouth shift for mouthLeft / mouthRight = 1.
-        public var mouthShift: Float = 0.12
-        /// Fraction of the neutral mouth width lost for mouthPucker / mouthFunnel = 1.
-        public var narrow: Float = 0.25
-        /// Brow raise for browInnerUp / browOuterUp = 1.
-        public var browUp: Float = 0.1
-        /// Brow lowering for browDown = 1.
-        public var browDown: Float = 0.06
-        /// Lower-lid rise for eyeSquint = 1.
-        public var squint: Float = 0.04
-        /// Apparent brow drop at a full blink: MediaPipe's mesh pulls the brows down by about this
-        /// much when the lids close, even when the brows stay put; added back so a blink is not
-        /// read as a frown.
-        public var browDropPerBlink: Float = 0.045
-        /// Pupil displacement (in half eye widths) for a full gaze of 1.
-        public var gaze: Float = 0.6
-        public init() {}
-    }
+    /// How far each measurement moves for a coefficient of 1 (`ExpressionGains`, in VeilCore, where
+    /// the privacy filter reads the smile and frown gains too).
+    public typealias Gains = ExpressionGains
 
     public var gains = Gains()
     /// Tracked frames used to learn the neutral face.
@@ -109,7 +82,7 @@ public struct ExpressionEstimator: Sendable {
 
     /// The expression of `landmarks`, captured at `timeSeconds`. Nil when the landmarks lack the
     /// regions needed (eyes, lips, brows).
-    public mutating func update(_ landmarks: FaceLandmarks, at timeSeconds: Double) -> Expression? {
+    public mutating func update(_ landmarks: FaceLandmarks, at timeSeconds: Double) -> VeilCore.Expression? {
         guard let m = FaceMeasurements(landmarks) else { return nil }
         let v = m.vector
         guard v.allSatisfy(\.isFinite) else { return nil }
@@ -132,7 +105,7 @@ public struct ExpressionEstimator: Sendable {
             measured[k] -= slope * v[4]
             n[k] = Self.percentile(samples.map { $0[k] - slope * $0[4] }, 0.5)
         }
-        var e = Expression()
+        var e = VeilCore.Expression()
         map(measured, neutral: n, into: &e)
         e.headPose = HeadPose(yaw: pose.yaw - poseNeutral[0], pitch: pose.pitch - poseNeutral[1], roll: pose.roll - poseNeutral[2])
         if m.pupilX != nil {
@@ -182,7 +155,7 @@ public struct ExpressionEstimator: Sendable {
         return sorted[min(Int(Double(sorted.count - 1) * fraction + 0.5), sorted.count - 1)]
     }
 
-    private func map(_ v: [Float], neutral n: [Float], into e: inout Expression) {
+    private func map(_ v: [Float], neutral n: [Float], into e: inout VeilCore.Expression) {
         let g = gains
         // Eyes: opening relative to the person's own.
         for (open, lid, blink, wide, squint) in [(0, 2, BlendShape.eyeBlinkLeft, BlendShape.eyeWideLeft, BlendShape.eyeSquintLeft),
@@ -225,7 +198,7 @@ public struct ExpressionEstimator: Sendable {
         e[.cheekSquintRight] = max(e[.mouthSmileRight] - 0.2, 0) * 0.8 + e[.eyeSquintRight] * 0.3
     }
 
-    private mutating func smooth(_ e: Expression, at t: Double) -> Expression {
+    private mutating func smooth(_ e: VeilCore.Expression, at t: Double) -> VeilCore.Expression {
         // A repeated or backwards timestamp is treated as one frame later (30 fps).
         let time = (lastTime.map { t > $0 ? t : $0 + 1.0 / 30 }) ?? t
         lastTime = time
@@ -242,4 +215,3 @@ public struct ExpressionEstimator: Sendable {
     }
 }
 
-@inline(__always) func clamp(_ x: Float, _ lo: Float, _ hi: Float) -> Float { x.isNaN ? 0 : min(max(x, lo), hi) }

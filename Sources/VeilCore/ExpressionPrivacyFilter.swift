@@ -93,7 +93,7 @@ public struct ExpressionPrivacyFilter: Sendable {
     }
 
     /// The estimator's gains, which turn its smile and frown back into corner movement.
-    static let estimatorGains = ExpressionEstimator.Gains()
+    static let estimatorGains = ExpressionGains()
 
     /// The channels sent, in the estimator's units.
     public static let channels: [Channel] = [

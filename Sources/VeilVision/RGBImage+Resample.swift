@@ -1,3 +1,4 @@
+import VeilCore
 extension RGBImage {
     /// This image scaled to fit inside `width`×`height` with its aspect ratio kept, centred on
     /// black bars. Shrinking averages each output pixel's footprint (as a camera's optics would);

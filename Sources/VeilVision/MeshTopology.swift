@@ -1,4 +1,5 @@
 import Foundation
+import VeilCore
 
 /// The structure of MediaPipe's 468-point face mesh: its triangles and region outlines, read from
 /// the JSON that scripts/bootstrap extracts from the mediapipe wheel, plus the mapping from the mesh
@@ -86,5 +87,12 @@ public struct MeshTopology: Sendable {
         if let p = rightPupil { regions[.rightPupil] = [p] }
         let box = Rect(bounding: regions[.faceContour] ?? mesh.map { Point2($0.x, $0.y) })
         return FaceLandmarks(boundingBox: box, regions: regions, mesh: mesh, confidence: confidence)
+    }
+}
+
+extension VeilResources {
+    /// The mesh topology installed by scripts/bootstrap.
+    public static func meshTopology() throws -> MeshTopology {
+        try MeshTopology(contentsOf: file("models", "face_mesh_topology.json"))
     }
 }

@@ -1,3 +1,4 @@
+import VeilCore
 /// A packed 8-bit RGB image (3 bytes per pixel, rows without padding), the frame type Veil's sources
 /// produce and its tracker reads. Sources fill one of these in place frame after frame.
 public struct RGBImage: Sendable {

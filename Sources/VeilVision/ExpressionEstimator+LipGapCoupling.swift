@@ -1,4 +1,5 @@
 import Foundation
+import VeilCore
 
 /// How much of the mouth corners' movement a face's lip gap explains: when the jaw drops without
 /// any smile, the corners sink by a fraction of the gap (0.28–0.63 of it against the middle of the

@@ -1,0 +1,10 @@
+#ifndef VEIL_COPENSSL_H
+#define VEIL_COPENSSL_H
+/* OpenSSL's libcrypto (the library GStreamer's DTLS elements use): the per-connection DTLS
+   certificate of a call (VeilCall/DTLSCertificate.swift). */
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
+#include <openssl/rand.h>
+#endif
