@@ -9,10 +9,12 @@ let package = Package(
     name: "Veil",
     products: [
         .library(name: "VeilCore", targets: ["VeilCore"]),
+        .library(name: "VeilVision", targets: ["VeilVision"]),
         .library(name: "VeilRender", targets: ["VeilRender"]),
         .library(name: "VeilTracking", targets: ["VeilTracking"]),
         .library(name: "VeilMedia", targets: ["VeilMedia"]),
         .executable(name: "veil", targets: ["veil"]),
+        .executable(name: "veil-privacy", targets: ["veil-privacy"]),
     ],
     targets: [
         // C libraries: Debian packages found through pkg-config, and LiteRT behind Veil's own header.
@@ -53,6 +55,9 @@ let package = Package(
         .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "CVeilGLib", "COpenSSL"]),
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.
         .target(name: "VeilSynth", dependencies: ["VeilCore", "VeilVision", "VeilTracking"]),
+        // The re-identification experiment's recorder (`make privacy`): measuring equipment, not Veil.
+        .executableTarget(name: "veil-privacy", dependencies: ["VeilCore", "VeilVision", "VeilTracking", "VeilMedia", "VeilSynth"],
+                          path: "Sources/veil-privacy"),
         .executableTarget(name: "veil",
                           dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall"]),
 
