@@ -212,7 +212,7 @@ def evaluate(sessions, stream, attacker, quick=False):
             for length, predictions in summed_predictions(evidence, lengths, unit).items():
                 for p in predictions:
                     scores.add(length, s["role"], p == label[s["person"]])
-    return scores, len(people)
+    return scores
 
 
 # --- expression -----------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def main():
     for stream in ("landmarks", "full", "default"):
         for attacker in ("neighbour", "logistic", "forest"):
             print(f"  {stream}: {attacker}…", file=sys.stderr)
-            scores, _ = evaluate(sessions, stream, attacker, quick)
+            scores = evaluate(sessions, stream, attacker, quick)
             for role in roles:
                 row = {"stream": stream, "attacker": attacker, "role": role, "cells": {}}
                 for length in (1, 10, 60, "whole"):

@@ -171,9 +171,7 @@ public final class CallSession: @unchecked Sendable {
 
     /// The clock the connection to `user` shows them (see `PeerConnection.clock`); nil while there
     /// is no connection to them.
-    public func clock(for user: String) -> ConnectionClock? {
-        state.withLock { $0.remotes[user]?.peer }?.clock
-    }
+    public func clock(for user: String) -> ConnectionClock? { peer(for: user)?.clock }
 
     /// The connection to `user` (tests).
     func peer(for user: String) -> PeerConnection? { state.withLock { $0.remotes[user]?.peer } }

@@ -1,4 +1,5 @@
 import COpenSSL
+import Foundation
 import VeilCore
 
 /// A connection's own DTLS certificate: a fresh ECDSA P-256 key and a self-signed certificate,
@@ -67,11 +68,7 @@ struct DTLSCertificate: Sendable {
             return i2d_X509(certificate, &cursor)
         }
         guard written == length else { return nil }
-        let digest = SHA256.hash(der).map { byte in String(byte, radix: 16, uppercase: true).leftPadded(to: 2) }
+        let digest = SHA256.hash(der).map { String(format: "%02X", $0) }
         return DTLSCertificate(pem: String(decoding: bytes, as: UTF8.self), fingerprint: "sha-256 " + digest.joined(separator: ":"))
     }
-}
-
-private extension String {
-    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }

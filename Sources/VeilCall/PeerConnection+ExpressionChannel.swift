@@ -135,17 +135,14 @@ extension PeerConnection {
     var remoteDescriptionForTesting: String? { shared.withLock { $0.remoteDescription } }
 
     /// Tests only: the certificate the remote peer presented in the DTLS handshake (PEM), once done.
-    var remoteCertificateForTesting: String? { dtlsDecoderStringsForTesting("peer-pem").first }
-
-    /// Tests only: a string property of every DTLS decoder of the connection.
-    func dtlsDecoderStringsForTesting(_ property: String) -> [String] {
-        (try? loop.sync {
-            var values: [String] = []
+    var remoteCertificateForTesting: String? {
+        try? loop.sync {
+            var pem: String?
             self.graph.forEachElement { element in
-                if factoryName(element) == "dtlssrtpdec", let value = takeString(veil_object_get_string(gpointerOf(element), property)) { values.append(value) }
+                if pem == nil, factoryName(element) == "dtlssrtpdec" { pem = takeString(veil_object_get_string(gpointerOf(element), "peer-pem")) }
             }
-            return values
-        }) ?? []
+            return pem
+        }
     }
 
     /// Tests only: hands every RTCP compound packet the remote peer sends (as it leaves SRTP

@@ -173,10 +173,6 @@ final class ClockFingerprintTests: XCTestCase {
         // description carries (GStreamer does not check this itself; a browser does).
         for (call, sdp) in zip(calls, descriptions) {
             let pem = try XCTUnwrap(call.receiver.peer(for: call.from)?.remoteCertificateForTesting, "\(call.to) saw no DTLS certificate")
-            if ProcessInfo.processInfo.environment["VEIL_PRINT_PEM"] != nil {
-                print("PEER", pem)
-                for local in call.sender.peer(for: call.to)?.dtlsDecoderStringsForTesting("pem") ?? [] { print("LOCAL", local) }
-            }
             let base64 = pem.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("-----") }.joined()
             let der = try XCTUnwrap(Data(base64Encoded: base64), "the peer's certificate is not PEM")
             let fingerprint = SHA256.hash([UInt8](der)).map { String(format: "%02X", $0) }.joined(separator: ":")
