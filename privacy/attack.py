@@ -1,9 +1,9 @@
 """The attacker of Veil's re-identification experiment, and the expression each stream carries.
 
-usage: attack.py SESSIONS_DIR [--json OUT.json] [--quick]
+usage: attack.py SESSIONS_DIR [--json OUT.json] [--quick] [--tuned-only] [--streams A,B] [--attackers A,B]
 
 Reads what `veil-privacy` recorded (index.jsonl and the .f32 stream files) and asks, per stream
-(raw landmarks, --full-expression, the default): how often does an attacker who holds earlier
+(raw landmarks, and what each privacy level sends: strict, standard, off): how often does an attacker who holds earlier
 recordings of every person name the person behind a later one, from 1 s, 10 s, 60 s or the whole
 session of it? And how much of what was performed does each stream show?
 
@@ -15,6 +15,8 @@ person's test session is unseen and the attacker holds SESSIONS-1 earlier record
   random forest         on richer features of 10-s windows: percentiles, a histogram, frame-to-frame
                         jitter and cross-channel correlations of the main channels, blink and smile
                         event statistics, the lost-frame rate; log-probabilities summed over windows
+--tuned-only leaves the held-out people out altogether (what tuning a privacy level may look at);
+--streams and --attackers choose among the streams (landmarks and the levels) and the attackers.
 Chance is 1 / people; its 95 % bound is binomial over the windows scored (which share a session's
 calibration, so the bound is optimistic for short windows) and over whole sessions (independent).
 """
@@ -33,24 +35,28 @@ WIDTH = SHAPES + 6  # coefficients, yaw, pitch, roll, gaze x, gaze y, tracked
 # Column indices by name, from the recording's columns.json (set by load()).
 I = {}
 YAW, PITCH, ROLL, GX, GY, TRACKED = SHAPES, SHAPES + 1, SHAPES + 2, SHAPES + 3, SHAPES + 4, SHAPES + 5
-TRUTH = 6  # jaw drop, blink left, blink right, smile, brow raise, yaw (the script)
+# The script's columns (jaw drop, blinks, smile, brow raise, yaw, frown, pucker, pitch; set by load()).
+T = {}
+STREAMS = []  # what each privacy level sends, the default first (set by load())
 
 
 def load(directory):
     if not os.path.exists(os.path.join(directory, "columns.json")):
         sys.exit(f"attack.py: {directory} holds no recording (run veil-privacy --out {directory} first, or make privacy)")
     columns = json.load(open(os.path.join(directory, "columns.json")))
-    if len(columns["stream"]) != WIDTH or len(columns["truth"]) != TRUTH:
-        sys.exit(f"attack.py: {directory} has {len(columns['stream'])} stream columns, expected {WIDTH}")
+    if len(columns["stream"]) != WIDTH or "streams" not in columns:
+        sys.exit(f"attack.py: {directory} was recorded by another version of veil-privacy (record it again)")
     I.update({name: k for k, name in enumerate(columns["stream"])})
+    T.update({name: k for k, name in enumerate(columns["truth"])})
+    STREAMS[:] = columns["streams"]
     MAIN[:] = [I[name] for name in MAIN_NAMES] + [YAW, PITCH, ROLL, GX, GY]
     sessions = [json.loads(line) for line in open(os.path.join(directory, "index.jsonl")) if line.strip()]
     for s in sessions:
         stem = os.path.join(directory, f"{s['person']}.{s['session']}")
         fps = s["framesPerSecond"]
         skip = int(round(s["warmUpSeconds"] * fps))
-        s["truth"] = np.fromfile(stem + ".truth.f32", dtype="<f4").reshape(-1, TRUTH)[skip:]
-        for stream in ("full", "default"):
+        s["truth"] = np.fromfile(stem + ".truth.f32", dtype="<f4").reshape(-1, len(T))[skip:]
+        for stream in STREAMS:
             s[stream] = np.fromfile(stem + f".{stream}.f32", dtype="<f4").reshape(-1, WIDTH)[skip:]
         s["landmarks"] = np.fromfile(stem + ".landmarks.f32", dtype="<f4").reshape(-1, 936)[int(round(s["warmUpSeconds"])):]
         s["fps"] = int(round(fps))
@@ -222,15 +228,32 @@ def intervals(mask):
     return list(zip(np.where(edges == 1)[0], np.where(edges == -1)[0]))
 
 
-def recall_precision(truth_mask, shown_mask, slack):
+def recall_precision(truth_mask, shown_mask, slack, truth_any=None):
     """Event recall (scripted events the stream shows at some frame within slack) and precision
-    (events the stream shows that overlap a scripted one within slack)."""
+    (events the stream shows that overlap a scripted one, or one of truth_any, within slack)."""
     scripted, shown = intervals(truth_mask), intervals(shown_mask)
+    anything = scripted if truth_any is None else intervals(truth_any)
     def overlaps(a, b):
         return a[0] - slack < b[1] and b[0] - slack < a[1]
     recall = [any(overlaps(t, s) for s in shown) for t in scripted]
-    precision = [any(overlaps(s, t) for t in scripted) for s in shown]
+    precision = [any(overlaps(s, t) for t in anything) for s in shown]
     return recall, precision
+
+
+def split_by_length(mask, frames):
+    """The runs of mask shorter than frames, and the others."""
+    short, long = np.zeros_like(mask), np.zeros_like(mask)
+    for a, b in intervals(mask):
+        (short if b - a < frames else long)[a:b] = True
+    return short, long
+
+
+# Per action class: what the script did (truth) and what a stream shows for it. Speech mouth
+# shapes are the rounded syllables (lips rounded for less than half a second), puckers the ones
+# held longer; both are shown by the pucker or funnel coefficients, so each one's precision counts
+# shown events that overlap either.
+CLASSES = ["speech mouth shapes", "jaw (syllables)", "smile", "brow raise", "frown", "pucker (held)", "blink", "wink",
+           "nod (≥ 4°)", "turn (≥ 5°)"]
 
 
 def expression_table(sessions, stream):
@@ -241,23 +264,32 @@ def expression_table(sessions, stream):
         truth, frames, fps = s["truth"], s[stream], s["fps"]
         tracked = frames[:, TRACKED] > 0.5
         f = np.nan_to_num(frames)
-        blink_l, blink_r = truth[:, 1] > 0.5, truth[:, 2] > 0.5
+        blink_l, blink_r = truth[:, T["blinkLeft"]] > 0.5, truth[:, T["blinkRight"]] > 0.5
         shown_l, shown_r = f[:, I["eyeBlinkLeft"]] > 0.5, f[:, I["eyeBlinkRight"]] > 0.5
+        rounded = truth[:, T["pucker"]] > 0.3
+        speech_round, held_round = split_by_length(rounded, fps // 2)
+        shown_round = np.maximum(f[:, I["mouthPucker"]], f[:, I["mouthFunnel"]]) > 0.15
         classes = {
-            "jaw (syllables)": (truth[:, 0] > 0.06, f[:, I["jawOpen"]] > 0.15),
-            "smile": (truth[:, 3] > 0.3, (f[:, I["mouthSmileLeft"]] + f[:, I["mouthSmileRight"]]) / 2 > 0.2),
-            "brow raise": (truth[:, 4] > 0.3, f[:, I["browInnerUp"]] > 0.2),
-            "blink": (blink_l & blink_r, shown_l & shown_r),
-            "wink": ((blink_l ^ blink_r), (shown_l & (f[:, I["eyeBlinkRight"]] < 0.2)) | (shown_r & (f[:, I["eyeBlinkLeft"]] < 0.2))),
-            "turn (≥ 5°)": (np.abs(truth[:, 5]) >= 5, np.abs(f[:, YAW]) >= 3),
+            "speech mouth shapes": (speech_round, shown_round, rounded),
+            "jaw (syllables)": (truth[:, T["jawDrop"]] > 0.06, f[:, I["jawOpen"]] > 0.15, None),
+            "smile": (truth[:, T["smile"]] > 0.3, (f[:, I["mouthSmileLeft"]] + f[:, I["mouthSmileRight"]]) / 2 > 0.2, None),
+            "brow raise": (truth[:, T["browRaise"]] > 0.3, f[:, I["browInnerUp"]] > 0.2, None),
+            "frown": (truth[:, T["frown"]] > 0.3, (f[:, I["mouthFrownLeft"]] + f[:, I["mouthFrownRight"]]) / 2 > 0.15, None),
+            "pucker (held)": (held_round, shown_round, rounded),
+            "blink": (blink_l & blink_r, shown_l & shown_r, None),
+            "wink": ((blink_l ^ blink_r), (shown_l & (f[:, I["eyeBlinkRight"]] < 0.2)) | (shown_r & (f[:, I["eyeBlinkLeft"]] < 0.2)), None),
+            "nod (≥ 4°)": (np.abs(truth[:, T["headPitch"]]) >= 4, np.abs(f[:, PITCH]) >= 2.5, None),
+            "turn (≥ 5°)": (np.abs(truth[:, T["headYaw"]]) >= 5, np.abs(f[:, YAW]) >= 3, None),
         }
-        for name, (scripted, shown) in classes.items():
-            recall, precision = recall_precision(scripted & tracked, shown & tracked, int(0.3 * fps))
+        for name, (scripted, shown, anything) in classes.items():
+            recall, precision = recall_precision(scripted & tracked, shown & tracked, int(0.3 * fps),
+                                                 None if anything is None else anything & tracked)
             entry = totals.setdefault(name, [0, 0, 0, 0])
             entry[0] += sum(recall); entry[1] += len(recall); entry[2] += sum(precision); entry[3] += len(precision)
+        jaw = truth[:, T["jawDrop"]]
         ok = tracked & np.isfinite(frames[:, I["jawOpen"]])
-        if ok.sum() > 10 and np.std(truth[ok, 0]) > 0 and np.std(frames[ok, I["jawOpen"]]) > 0:
-            jaw_r.append(float(np.corrcoef(truth[ok, 0], frames[ok, I["jawOpen"]])[0, 1]))
+        if ok.sum() > 10 and np.std(jaw[ok]) > 0 and np.std(frames[ok, I["jawOpen"]]) > 0:
+            jaw_r.append(float(np.corrcoef(jaw[ok], frames[ok, I["jawOpen"]])[0, 1]))
     table = {name: {"recall": e[0] / e[1] if e[1] else None, "precision": e[2] / e[3] if e[3] else None,
                     "scripted": e[1], "shown": e[3]} for name, e in totals.items()}
     table["jaw correlation"] = float(np.median(jaw_r)) if jaw_r else None
@@ -265,6 +297,14 @@ def expression_table(sessions, stream):
 
 
 # --- report ---------------------------------------------------------------------------------------
+
+NAMES = {"landmarks": "raw landmarks", "off": "off (--privacy off)", "standard": "standard (--privacy standard)",
+         "strict": "strict (--privacy strict)"}
+
+
+def option(args, name, default):
+    return args[args.index(name) + 1].split(",") if name in args else default
+
 
 def main():
     args = sys.argv[1:]
@@ -275,15 +315,22 @@ def main():
     quick = "--quick" in args
     out_json = args[args.index("--json") + 1] if "--json" in args else None
     sessions = load(directory)
+    if "--tuned-only" in args:
+        sessions = [s for s in sessions if s["role"] == "tuned"]
+    streams = option(args, "--streams", ["landmarks"] + STREAMS)
+    attackers = option(args, "--attackers", ["neighbour", "logistic", "forest"])
+    unknown = set(streams) - set(["landmarks"] + STREAMS) | set(attackers) - {"neighbour", "logistic", "forest"}
+    if unknown:
+        sys.exit(f"attack.py: no such stream or attacker: {', '.join(sorted(unknown))}")
     people = sorted({s["person"] for s in sessions})
     roles = sorted({s["role"] for s in sessions}, key=lambda r: r != "heldout")
     chance = 1 / len(people)
     print(f"{len(people)} people ({sum(1 for p in people if any(s['person'] == p and s['role'] == 'heldout' for s in sessions))} held out), "
-          f"{len(sessions)} sessions of {len(sessions[0]['default']) / sessions[0]['fps']:.0f} s after warm-up; chance {100 * chance:.1f} %",
+          f"{len(sessions)} sessions of {len(sessions[0][STREAMS[0]]) / sessions[0]['fps']:.0f} s after warm-up; chance {100 * chance:.1f} %",
           file=sys.stderr)
-    report = {"people": len(people), "sessions": len(sessions), "chance": chance, "rows": [], "expression": {}}
-    for stream in ("landmarks", "full", "default"):
-        for attacker in ("neighbour", "logistic", "forest"):
+    report = {"people": len(people), "sessions": len(sessions), "chance": chance, "default": STREAMS[0], "rows": [], "expression": {}}
+    for stream in streams:
+        for attacker in attackers:
             print(f"  {stream}: {attacker}…", file=sys.stderr)
             scores = evaluate(sessions, stream, attacker, quick)
             for role in roles:
@@ -296,26 +343,28 @@ def main():
                 report["rows"].append(row)
         if stream != "landmarks":
             report["expression"][stream] = expression_table(sessions, stream)
-    names = {"landmarks": "raw landmarks", "full": "--full-expression", "default": "default (privacy filter)"}
+    names = dict(NAMES)
+    names[STREAMS[0]] += ", the default"
+    order = {name: k for k, name in enumerate(["landmarks", "off", "standard", "strict"])}
     print(f"\n| stream | attacker | people | 1 s | 10 s | 60 s | whole session |\n|---|---|---|---|---|---|---|")
-    for row in sorted(report["rows"], key=lambda r: (r["role"] != "heldout", r["stream"], r["attacker"])):
+    for row in sorted(report["rows"], key=lambda r: (r["role"] != "heldout", order.get(r["stream"], 9), r["attacker"])):
         cells = []
         for length in ("1", "10", "60", "whole"):
             c = row["cells"].get(length)
             cells.append("–" if c is None else f"{100 * c['accuracy']:.1f} % ({c['correct']}/{c['total']}; bound {100 * c['bound']:.1f} %)")
         print(f"| {names[row['stream']]} | {row['attacker']} | {row['role']} | " + " | ".join(cells) + " |")
     print(f"\nchance: {100 * chance:.1f} % (1 of {len(people)} people)")
-    print("\n| stream | " + " | ".join(report["expression"]["default"].keys()) + " |")
-    print("|---|" + "---|" * len(report["expression"]["default"]))
-    for stream, table in report["expression"].items():
-        cells = []
-        for name, value in table.items():
-            if isinstance(value, dict):
-                r, p = value["recall"], value["precision"]
+    if report["expression"]:
+        print("\n| stream | " + " | ".join(CLASSES + ["jaw correlation"]) + " |")
+        print("|---|" + "---|" * (len(CLASSES) + 1))
+        for stream, table in sorted(report["expression"].items(), key=lambda item: order.get(item[0], 9)):
+            cells = []
+            for name in CLASSES:
+                r, p = table[name]["recall"], table[name]["precision"]
                 cells.append(f"recall {'–' if r is None else f'{r:.2f}'}, precision {'–' if p is None else f'{p:.2f}'}")
-            else:
-                cells.append("–" if value is None else f"r = {value:.2f}")
-        print(f"| {names[stream]} | " + " | ".join(cells) + " |")
+            value = table["jaw correlation"]
+            cells.append("–" if value is None else f"r = {value:.2f}")
+            print(f"| {names[stream]} | " + " | ".join(cells) + " |")
     if out_json:
         with open(out_json, "w") as f:
             json.dump(report, f, indent=1)

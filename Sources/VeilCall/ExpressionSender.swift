@@ -35,6 +35,8 @@ public final class ExpressionSender: @unchecked Sendable {
         var own: VoiceExpressionGenerator
         var ownUser: String?
         var lastLevelMicros: UInt64?
+        /// The own generator's latest jaw opening.
+        var ownMouth: Float?
         var latest: (expression: VeilCore.Expression, isVoiceDriven: Bool)?
         var statistics = Statistics()
         var started = false
@@ -97,6 +99,14 @@ public final class ExpressionSender: @unchecked Sendable {
         return state.withLock { $0.fallback.source(at: now) }
     }
 
+    /// The jaw opening the voice being sent makes now (`VoiceExpressionGenerator`), for the strict
+    /// privacy level's mouth (`ExpressionCapture.process(_:captureTimeMicros:voiceMouth:)`); nil
+    /// while no audio has been sent for 200 ms (nobody else in the room).
+    public var voiceMouth: Float? {
+        let now = session.mediaTimeMicros
+        return state.withLock { s in s.lastLevelMicros.map { now <= $0 + 200_000 } ?? false ? s.ownMouth : nil }
+    }
+
     /// Counters since the start.
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
@@ -155,6 +165,7 @@ public final class ExpressionSender: @unchecked Sendable {
                 s.ownUser = user
                 s.lastLevelMicros = now
                 let own = s.own.update(level: level.rms, at: time, muted: level.muted)
+                s.ownMouth = own[.jawOpen]
                 if voiceDrives { s.latest = (own, true) }
             }
             guard voiceDrives else {

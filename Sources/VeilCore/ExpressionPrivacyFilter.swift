@@ -33,8 +33,9 @@ import Foundation
 /// - **Head pose and gaze** through a median of the last `medianFrames` frames (the spikes that
 ///   some faces' tracking shows drop out), as departures from their usual value (the median of
 ///   the last `poseBaselineSeconds`: a face that sits turned reads frontal), with dead zones:
-///   `yawDeadZone` degrees off yaw, `nodDeadZone` off pitch and roll (each growing with how
-///   unsteadily the axis is tracked, `poseSpreadFactor`), `gazeDeadZone` off each gaze axis.
+///   `yawDeadZone` degrees off yaw and `gazeDeadZone` off each gaze axis; pitch and roll pass a
+///   gate of `nodDeadZone` with hysteresis (sent whole once past it, until back within half of
+///   it), both growing with how unsteadily the axis is tracked (`poseSpreadFactor`).
 /// - Everything else (squint, wide eyes, brow lowering, cheek puff, mouth shift, sneer, rolls,
 ///   presses, tongue) is not sent; dimples and cheek raise follow the smile as the estimator
 ///   derives them.
@@ -115,7 +116,7 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// `baselineSeconds` taken as the corners' resting level: a smile or a frown held for less
     /// than this fraction of the time stays above or below it.
     public var cornerBaselinePercentile: Double = 0.2
-    /// Time constant (s) with which a channel's peak is forgotten.
+    /// Time constant (s) with which a channel's peak is forgotten while the channel moves.
     public var peakSeconds: Double = 10
     /// Fraction of the peak below which a channel reads 0; the rest is rescaled to reach 1.
     public var deadZone: Float = 0.3
@@ -127,8 +128,8 @@ public struct ExpressionPrivacyFilter: Sendable {
     public var medianFrames = 7
     /// Degrees taken off the magnitude of yaw.
     public var yawDeadZone: Float = 1
-    /// Degrees taken off the magnitude of pitch and roll. A nod or tilt of the head is sent once it
-    /// passes this; smaller ones are how several faces' tracking wanders.
+    /// Degrees a nod or tilt of the head (pitch, roll) must pass to be sent, whole; smaller ones
+    /// are how several faces' tracking wanders.
     public var nodDeadZone: Float = 8
     /// Taken off each gaze axis before rescaling to ±1.
     public var gazeDeadZone: Float = 0.4
@@ -170,6 +171,8 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// Whether the lids have opened since, so that a new blink may start.
     private var blinkArmed = true
     private var recentPoses: [[Float]] = []
+    /// Per head-pose and gaze component, whether a gated departure is being sent.
+    private var poseGateOpen = [Bool](repeating: false, count: 5)
     private var lastTime: Double?
 
     /// A filter with the default settings above.
@@ -187,6 +190,7 @@ public struct ExpressionPrivacyFilter: Sendable {
         blinkStart = nil
         blinkArmed = true
         recentPoses = []
+        poseGateOpen = [Bool](repeating: false, count: 5)
         lastTime = nil
     }
 
@@ -219,8 +223,8 @@ public struct ExpressionPrivacyFilter: Sendable {
 
         let p = median(of: [e.headPose.yaw, e.headPose.pitch, e.headPose.roll, e.gaze?.x ?? .nan, e.gaze?.y ?? .nan])
         out.headPose = HeadPose(yaw: fromUsual(0, p[0], yawDeadZone, at: timeSeconds),
-                                pitch: fromUsual(1, p[1], nodDeadZone, at: timeSeconds),
-                                roll: fromUsual(2, p[2], nodDeadZone, at: timeSeconds))
+                                pitch: fromUsual(1, p[1], nodDeadZone, gated: true, at: timeSeconds),
+                                roll: fromUsual(2, p[2], nodDeadZone, gated: true, at: timeSeconds))
         if e.gaze != nil, p[3].isFinite, p[4].isFinite {
             let scale = 1 / max(1 - gazeDeadZone, 1e-3)
             var g = Gaze(x: clamp(fromUsual(3, p[3], gazeDeadZone, spread: false, at: timeSeconds) * scale, -1, 1),
@@ -228,11 +232,7 @@ public struct ExpressionPrivacyFilter: Sendable {
             // A look away is sent once it has lasted `sustainedOnsetSeconds`: on some faces the
             // tracked pupils drift while the head turns.
             if !Self.held(g.x != 0 || g.y != 0, since: &gazeSince, at: timeSeconds, for: sustainedOnsetSeconds) { g = Gaze(x: 0, y: 0) }
-            out.gaze = g
-            out[.eyeLookOutLeft] = max(g.x, 0); out[.eyeLookInLeft] = max(-g.x, 0)
-            out[.eyeLookInRight] = max(g.x, 0); out[.eyeLookOutRight] = max(-g.x, 0)
-            out[.eyeLookUpLeft] = max(g.y, 0); out[.eyeLookUpRight] = max(g.y, 0)
-            out[.eyeLookDownLeft] = max(-g.y, 0); out[.eyeLookDownRight] = max(-g.y, 0)
+            Self.setGaze(g, in: &out)
         }
         return out
     }
@@ -240,7 +240,10 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// Channel `k`'s intensity (0…1) for `level` above rest: the fraction of its running peak,
     /// less the dead zone.
     private mutating func intensity(_ k: Int, _ channel: Channel, level: Float, dt: Double) -> Float {
-        peaks[k] = max(level, peaks[k] * Float(exp(-dt / peakSeconds)))
+        // The peak is forgotten only while the channel moves: after a still stretch a faint smile
+        // still reads faint, instead of as the person's widest.
+        let moving = level > deadZone * max(peaks[k], channel.peakFloor)
+        peaks[k] = max(level, moving ? peaks[k] * Float(exp(-dt / peakSeconds)) : peaks[k])
         let fraction = level / max(peaks[k], channel.peakFloor)
         return min(max(fraction - deadZone, 0) / (1 - deadZone), 1)
     }
@@ -263,6 +266,15 @@ public struct ExpressionPrivacyFilter: Sendable {
         e[.mouthSmileLeft] = smile; e[.mouthSmileRight] = smile
         e[.mouthDimpleLeft] = smile * 0.3; e[.mouthDimpleRight] = smile * 0.3
         e[.cheekSquintLeft] = max(smile - 0.2, 0) * 0.8; e[.cheekSquintRight] = e[.cheekSquintLeft]
+    }
+
+    /// Sets the gaze to `g` and the eye-look coefficients that follow it.
+    static func setGaze(_ g: Gaze, in e: inout Expression) {
+        e.gaze = g
+        e[.eyeLookOutLeft] = max(g.x, 0); e[.eyeLookInLeft] = max(-g.x, 0)
+        e[.eyeLookInRight] = max(g.x, 0); e[.eyeLookOutRight] = max(-g.x, 0)
+        e[.eyeLookUpLeft] = max(g.y, 0); e[.eyeLookUpRight] = max(g.y, 0)
+        e[.eyeLookDownLeft] = max(-g.y, 0); e[.eyeLookDownRight] = max(-g.y, 0)
     }
 
     /// Whether a movement that is `active` now has been so for `seconds` (its start kept in
@@ -338,14 +350,20 @@ public struct ExpressionPrivacyFilter: Sendable {
     /// Head-pose or gaze component `k` as its departure from its usual value (the median of the
     /// last `poseBaselineSeconds`, this one included), less a dead zone of `deadZone` or, with
     /// `spread`, of `poseSpreadFactor` times how much it strays (up to `poseSpreadDeadZoneLimit`).
-    private mutating func fromUsual(_ k: Int, _ value: Float, _ deadZone: Float, spread: Bool = true, at time: Double) -> Float {
+    /// With `gated` (pitch and roll), the dead zone is a gate instead: a departure past it is sent
+    /// whole, until it comes back within half of it, so a 10° nod reads 10°, not 2°.
+    private mutating func fromUsual(_ k: Int, _ value: Float, _ deadZone: Float, spread: Bool = true, gated: Bool = false,
+                                    at time: Double) -> Float {
         poseHistory[k].seconds = poseBaselineSeconds
         poseHistory[k].add(value, at: time)
         var zone = deadZone
         if spread, let deviation = poseHistory[k].medianAbsoluteDeviation() {
             zone = max(deadZone, min(poseSpreadFactor * deviation, poseSpreadDeadZoneLimit))
         }
-        return shrink(value - (poseHistory[k].value(at: 0.5) ?? value), zone)
+        let departure = value - (poseHistory[k].value(at: 0.5) ?? value)
+        guard gated else { return shrink(departure, zone) }
+        poseGateOpen[k] = abs(departure) > (poseGateOpen[k] ? zone / 2 : zone)
+        return poseGateOpen[k] ? departure : 0
     }
 
     private func shrink(_ v: Float, _ d: Float) -> Float { v > d ? v - d : (v < -d ? v + d : 0) }

@@ -19,13 +19,21 @@ public enum FacialAction: String, CaseIterable, Codable, Sendable {
     /// Head turn in degrees about the vertical axis, with Veil's `HeadPose.yaw` sign: positive
     /// turns the face to its own left (the nose moves towards the viewer's right).
     case headYaw
+    /// Mouth-corner drop: 1 moves each corner down by a sixth of the mouth width, a little inward.
+    case frown
+    /// Lip rounding, as in "oo" or a kiss: 1 narrows the mouth by a third of its width and pushes
+    /// the lips out.
+    case pucker
+    /// Head nod in degrees about the horizontal axis, with Veil's `HeadPose.pitch` sign: positive
+    /// tilts the chin up.
+    case headPitch
 
     /// The values a script may use for this action.
     public var range: ClosedRange<Double> {
         switch self {
         case .jawDrop: return 0...0.3
-        case .blinkLeft, .blinkRight, .smile, .browRaise: return 0...1
-        case .headYaw: return -30...30
+        case .blinkLeft, .blinkRight, .smile, .browRaise, .frown, .pucker: return 0...1
+        case .headYaw, .headPitch: return -30...30
         }
     }
 }
@@ -44,12 +52,19 @@ public struct ScriptState: Equatable, Codable, Sendable {
     public var browRaise: Double
     /// Head turn in degrees (positive: towards the person's own left).
     public var headYaw: Double
+    /// Mouth-corner drop, 0…1.
+    public var frown: Double
+    /// Lip rounding, 0…1.
+    public var pucker: Double
+    /// Head nod in degrees (positive: chin up).
+    public var headPitch: Double
 
     /// A state with the given action values (all zero by default).
     public init(jawDrop: Double = 0, blinkLeft: Double = 0, blinkRight: Double = 0, smile: Double = 0,
-                browRaise: Double = 0, headYaw: Double = 0) {
+                browRaise: Double = 0, headYaw: Double = 0, frown: Double = 0, pucker: Double = 0, headPitch: Double = 0) {
         self.jawDrop = jawDrop; self.blinkLeft = blinkLeft; self.blinkRight = blinkRight
         self.smile = smile; self.browRaise = browRaise; self.headYaw = headYaw
+        self.frown = frown; self.pucker = pucker; self.headPitch = headPitch
     }
 
     /// The photo's own face: every action at zero.
@@ -75,6 +90,9 @@ public struct ScriptState: Equatable, Codable, Sendable {
             case .smile: return smile
             case .browRaise: return browRaise
             case .headYaw: return headYaw
+            case .frown: return frown
+            case .pucker: return pucker
+            case .headPitch: return headPitch
             }
         }
         set {
@@ -85,6 +103,9 @@ public struct ScriptState: Equatable, Codable, Sendable {
             case .smile: smile = newValue
             case .browRaise: browRaise = newValue
             case .headYaw: headYaw = newValue
+            case .frown: frown = newValue
+            case .pucker: pucker = newValue
+            case .headPitch: headPitch = newValue
             }
         }
     }
@@ -108,18 +129,25 @@ public struct GroundTruthFrame: Equatable, Codable, Sendable {
     public var browRaise: Double
     /// See `FacialAction.headYaw` (degrees).
     public var headYaw: Double
+    /// See `FacialAction.frown`.
+    public var frown: Double
+    /// See `FacialAction.pucker`.
+    public var pucker: Double
+    /// See `FacialAction.headPitch` (degrees).
+    public var headPitch: Double
 
     /// The ground truth of frame `frame` at `timeSeconds` in `state`.
     public init(frame: Int, timeSeconds: Double, state: ScriptState) {
         self.frame = frame; self.timeSeconds = timeSeconds
         jawDrop = state.jawDrop; blinkLeft = state.blinkLeft; blinkRight = state.blinkRight
         smile = state.smile; browRaise = state.browRaise; headYaw = state.headYaw
+        frown = state.frown; pucker = state.pucker; headPitch = state.headPitch
     }
 
     /// The scripted state of this frame.
     public var state: ScriptState {
         ScriptState(jawDrop: jawDrop, blinkLeft: blinkLeft, blinkRight: blinkRight, smile: smile,
-                    browRaise: browRaise, headYaw: headYaw)
+                    browRaise: browRaise, headYaw: headYaw, frown: frown, pucker: pucker, headPitch: headPitch)
     }
 }
 
@@ -230,7 +258,8 @@ public struct ExpressionScript: Equatable, Sendable {
     }
 
     /// Ground truth as JSON lines: one object per frame with keys `frame`, `timeSeconds`, `jawDrop`,
-    /// `blinkLeft`, `blinkRight`, `smile`, `browRaise`, `headYaw`, each line ending in a newline.
+    /// `blinkLeft`, `blinkRight`, `smile`, `browRaise`, `headYaw`, `frown`, `pucker`, `headPitch`,
+    /// each line ending in a newline.
     public func groundTruthJSONLines() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

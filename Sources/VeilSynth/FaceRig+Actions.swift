@@ -99,6 +99,42 @@ extension FaceRig {
         return field
     }
 
+    /// Frown at full strength: each outer mouth corner moves a sixth of the mouth width down and a
+    /// little inward; nearby points follow with the smile's Gaussian falloff.
+    static func frownField(_ face: FaceLayout) -> [Point2] {
+        var field = [Point2](repeating: .zero, count: face.count)
+        let sigma = 0.3 * face.mouthWidth
+        let (cornerL, cornerR) = face.mouthCorners
+        for (corner, outward) in [(cornerL, Float(-1)), (cornerR, Float(1))] {
+            let direction = face.frame.right * (-0.25 * outward) - face.frame.up
+            for i in 0..<face.count {
+                let d = face.points[i] - face.points[corner]
+                field[i] += direction * (face.mouthWidth / 6 * exp(-(d * d).sum() / (sigma * sigma)))
+            }
+        }
+        return field
+    }
+
+    /// Pucker at full strength: the lips and the skin around them gather towards the mouth's
+    /// centre, narrowing the mouth by a third of its width, and push out, so the lips show a
+    /// little thicker (the upper lip rises, the lower lip drops, by a twentieth of the mouth width).
+    static func puckerField(_ face: FaceLayout) -> [Point2] {
+        let (cornerL, cornerR) = face.mouthCorners
+        let centre = (face.points[cornerL] + face.points[cornerR]) * 0.5
+        let uMouth = face.frame.u(centre), vMouth = face.frame.v(centre)
+        let reach = face.mouthWidth
+        let outer = face.outerLips
+        let upper = Set(outer.upper.dropFirst().dropLast()), lower = Set(outer.lower.dropFirst().dropLast())
+        return (0..<face.count).map { i in
+            let du = face.us[i] - uMouth, dv = face.vs[i] - vMouth
+            let falloff = exp(-(du * du + 2 * dv * dv) / (reach * reach))
+            var move = face.frame.right * (-du / 3 * falloff)
+            if upper.contains(i) { move += face.frame.up * (face.mouthWidth / 20) }
+            if lower.contains(i) { move -= face.frame.up * (face.mouthWidth / 20) }
+            return move
+        }
+    }
+
     /// Brow raise at full strength: each brow rises 0.35 of its eye-to-brow distance; the forehead
     /// above follows with slow falloff (about half at the top of the mesh), the lid skin below with
     /// fast falloff (nothing at the lid margin).

@@ -256,6 +256,7 @@ struct FaceRig: Sendable {
     let innerLips: ChainPair
     /// Displacement of each mesh point per unit of the action (jaw: per unit of `jawDrop`).
     let jaw: [Point2], blinkLeft: [Point2], blinkRight: [Point2], smile: [Point2], browRaise: [Point2]
+    let frown: [Point2], pucker: [Point2]
 
     static let meshCount = MeshTopology.pointCount
 
@@ -317,27 +318,40 @@ struct FaceRig: Sendable {
         blinkRight = Self.blinkField(face, eye: face.rightEye, eyeToBrow: face.rightEyeToBrow)
         smile = Self.smileField(face)
         browRaise = Self.browField(face)
+        frown = Self.frownField(face)
+        pucker = Self.puckerField(face)
     }
 
     /// Mesh points (x, y, depth) for `state` (clamped to each action's range): expression
-    /// displacements, then the head turn about the face's vertical axis through the oval's centre.
+    /// displacements, then the head turn about the face's vertical axis through the oval's centre,
+    /// then the nod about its horizontal axis.
     func mesh(at state: ScriptState, photoMesh: [Point3]) -> [Point3] {
         let n = Self.meshCount
         let state = state.clamped
         let jd = Float(state.jawDrop), bl = Float(state.blinkLeft), br = Float(state.blinkRight)
         let sm = Float(state.smile), rb = Float(state.browRaise)
+        let fr = Float(state.frown), pk = Float(state.pucker)
         let theta = Float(state.headYaw) * .pi / 180
         let c = cos(theta), s = sin(theta)
+        let phi = Float(state.headPitch) * .pi / 180
+        let cp = cos(phi), sp = sin(phi)
         var out = [Point3](repeating: .zero, count: n)
         for i in 0..<n {
             var p = basePoints[i]
             p += jaw[i] * jd + blinkLeft[i] * bl + blinkRight[i] * br + smile[i] * sm + browRaise[i] * rb
+            p += frown[i] * fr + pucker[i] * pk
             var z = photoMesh[i].z
             if theta != 0 {
                 // Positive yaw (Veil's sign) brings near points (smaller z) towards image right.
                 let u = frame.u(p), v = frame.v(p), dz = min(z, sideDepth) - pivotDepth
                 p = frame.point(u: u * c - dz * s, v: v)
                 z = pivotDepth + (z - pivotDepth) * c + u * s
+            }
+            if phi != 0 {
+                // Positive pitch (chin up) brings near points upwards in the image.
+                let u = frame.u(p), v = frame.v(p), dz = min(z, sideDepth) - pivotDepth
+                p = frame.point(u: u, v: v * cp - dz * sp)
+                z = pivotDepth + (z - pivotDepth) * cp + v * sp
             }
             out[i] = Point3(p.x, p.y, z)
         }

@@ -11,14 +11,16 @@ import VeilVision
 /// each stream would send.
 ///
 /// Per session, in `directory`:
-///   <label>.<n>.truth.f32      per frame: jaw drop, blink left, blink right, smile, brow raise, yaw (the script)
-///   <label>.<n>.full.f32       per frame: the estimator's output as `--full-expression` sends it
-///   <label>.<n>.default.f32    per frame: the same through the privacy filter (the default)
+///   <label>.<n>.truth.f32      per frame: the script's actions (`Recorder.truthColumns`)
+///   <label>.<n>.estimate.f32   per frame: the estimator's output as computed, before any privacy
+///                              level or the wire (what `--refilter` starts from)
+///   <label>.<n>.<level>.f32    per frame, for every `PrivacyLevel`: what that level sends
+///                              (`Streams`), decoded from the wire bytes
 ///   <label>.<n>.landmarks.f32  per second: the tracker's 468 points, centred, unit RMS radius, averaged
 ///   <label>.png                the person as the camera frames them in their first session
 /// A frame's row in the stream files is 52 coefficients, yaw, pitch, roll, gaze x, gaze y and 1
-/// (NaN and 0 when no face was tracked: a lost frame), decoded from the wire bytes, little-endian
-/// float32. `index.jsonl` has a line per session, `columns.json` the columns' names.
+/// (NaN and 0 when no face was tracked: a lost frame), little-endian float32. `index.jsonl` has a
+/// line per session, `columns.json` the columns' names and the streams.
 struct Recorder {
     var people: [Person]
     var directory: URL
@@ -30,6 +32,9 @@ struct Recorder {
     var quiet = false
 
     static let streamWidth = BlendShape.allCases.count + 6
+    /// The script's actions, in the order of a truth row.
+    static let truthColumns: [FacialAction] = [.jawDrop, .blinkLeft, .blinkRight, .smile, .browRaise, .headYaw,
+                                               .frown, .pucker, .headPitch]
     static let meshPoints = 468
 
     struct Job { var person: Int; var session: Int }
@@ -74,9 +79,18 @@ struct Recorder {
         encoder.outputFormatting = [.sortedKeys]
         let lines = try done.withLock { $0 }.sorted { $0.key < $1.key }.map { String(decoding: try encoder.encode($0.value), as: UTF8.self) }
         try (lines.joined(separator: "\n") + "\n").write(to: directory.appendingPathComponent("index.jsonl"), atomically: true, encoding: .utf8)
+        try Self.writeColumns(to: directory)
+    }
+
+    /// `columns.json`: the columns of stream and truth rows, and the streams written (the default
+    /// level first).
+    static func writeColumns(to directory: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
         let columns: [String: [String]] = [
             "stream": BlendShape.allCases.map(\.name) + ["yaw", "pitch", "roll", "gazeX", "gazeY", "tracked"],
-            "truth": ["jawDrop", "blinkLeft", "blinkRight", "smile", "browRaise", "headYaw"],
+            "truth": truthColumns.map(\.rawValue),
+            "streams": Streams.names,
         ]
         try encoder.encode(columns).write(to: directory.appendingPathComponent("columns.json"), options: .atomic)
     }
@@ -107,20 +121,16 @@ struct Recorder {
         let sessionSeed = seed &* 1_000_003 &+ Self.hash(person.label) &+ UInt64(job.session) &* 7919
         let script = try Performance.script(seed: sessionSeed, seconds: warmUpSeconds + seconds)
         tracker.reset()
-        let capture = ExpressionCapture(tracker: tracker, privacy: nil)
-        var filter = ExpressionPrivacyFilter()
+        let capture = ExpressionCapture(tracker: tracker, privacy: .off)
         var image = RGBImage(width: Framing.size.width, height: Framing.size.height)
-        var truth: [Float] = [], full: [Float] = [], filtered: [Float] = [], landmarks: [Float] = []
+        var truth: [Float] = [], estimate: [Float] = [], landmarks: [Float] = []
         var secondSum = [Float](repeating: 0, count: Self.meshPoints * 2), secondCount = 0, tracked = 0
         let frames = script.groundTruth
         for (n, state) in frames.enumerated() {
             synth.frame(at: state.state, into: &image)
             let out = try capture.process(image, captureTimeMicros: UInt64((state.timeSeconds * 1e6).rounded()))
-            truth += [state.jawDrop, state.blinkLeft, state.blinkRight, state.smile, state.browRaise, state.headYaw].map { Float($0) }
-            var sent = out.frame
-            if sent.state == .tracked { sent.expression = filter.apply(sent.expression, at: state.timeSeconds) }
-            full += Self.row(try ExpressionFrame(decoding: out.frame.encoded()))
-            filtered += Self.row(try ExpressionFrame(decoding: sent.encoded()))
+            truth += Self.truthColumns.map { Float(state.state[$0]) }
+            estimate += Self.row(out.frame)
             if out.frame.state == .tracked { tracked += 1 }
             if let points = out.tracking.landmarks?.mesh, points.count == Self.meshPoints {
                 let centre = points.reduce(SIMD2<Float>(0, 0)) { $0 + SIMD2($1.x, $1.y) } / Float(points.count)
@@ -141,16 +151,20 @@ struct Recorder {
             }
         }
         let stem = "\(person.label).\(job.session)"
-        for (name, values) in [("truth", truth), ("full", full), ("default", filtered), ("landmarks", landmarks)] {
-            let data = values.withUnsafeBufferPointer { Data(buffer: $0) }
-            try data.write(to: directory.appendingPathComponent("\(stem).\(name).f32"), options: .atomic)
+        for (name, values) in [("truth", truth), ("estimate", estimate), ("landmarks", landmarks)] {
+            try Self.write(values, to: directory.appendingPathComponent("\(stem).\(name).f32"))
         }
+        try Streams.write(stem: stem, in: directory, estimate: estimate, truth: truth, framesPerSecond: Performance.framesPerSecond)
         return Session(person: person.label, role: person.role.rawValue, session: job.session, seed: sessionSeed, faceWidth: width,
                        frames: frames.count, framesPerSecond: Performance.framesPerSecond, warmUpSeconds: warmUpSeconds,
                        tracked: Double(tracked) / Double(max(frames.count, 1)))
     }
 
-    /// A received frame as one row of a stream file.
+    static func write(_ values: [Float], to url: URL) throws {
+        try values.withUnsafeBufferPointer { Data(buffer: $0) }.write(to: url, options: .atomic)
+    }
+
+    /// A frame as one row of a stream file.
     static func row(_ frame: ExpressionFrame) -> [Float] {
         guard frame.state == .tracked else { return [Float](repeating: .nan, count: streamWidth - 1) + [0] }
         let e = frame.expression

@@ -21,6 +21,8 @@ OPTIONS:
   --people A,B,…     Only these people (labels from the lock file or file names)
   --seed N           Draws the performances and face sizes (default 19)
   --threads N        Sessions recorded at once (default: the number of cores)
+  --refilter         Instead of recording: make every stream of the recording in --out again
+                     from its estimator output (after a privacy level changed)
   --quiet            No progress
 """
 
@@ -38,8 +40,8 @@ while let argument = arguments.first {
     case "-h", "--help":
         print(usage)
         exit(0)
-    case "--quiet":
-        flags.insert("quiet")
+    case "--quiet", "--refilter":
+        flags.insert(String(argument.dropFirst(2)))
     case "--out", "--lock", "--photos-cache", "--photos", "--sessions", "--seconds", "--warm-up", "--people", "--seed", "--threads":
         guard let value = arguments.first else { fail("\(argument) needs a value\n\n\(usage)", code: 2) }
         arguments.removeFirst()
@@ -56,6 +58,10 @@ func number<T: LosslessStringConvertible & Comparable>(_ key: String, _ fallback
 }
 
 do {
+    if flags.contains("refilter") {
+        try Streams.refilter(URL(fileURLWithPath: out), quiet: flags.contains("quiet"))
+        exit(0)
+    }
     let root = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
     var people: [Person]
     if let folder = options["photos"] {

@@ -1,4 +1,5 @@
 import Foundation
+import VeilCore
 
 /// A usage error: printed with the command's help hint, exit status 2.
 struct UsageError: Error, CustomStringConvertible {
@@ -66,4 +67,32 @@ struct Arguments {
         }
         return (parts[0], parts[1])
     }
+
+    /// `--privacy strict|standard|off` (`--full-expression` is `off`); `PrivacyLevel.default` when
+    /// neither is given.
+    func privacyLevel() throws -> PrivacyLevel {
+        let named = try options["privacy"].map { text -> PrivacyLevel in
+            guard let level = PrivacyLevel(name: text) else {
+                throw UsageError("--privacy must be \(PrivacyLevel.allCases.map(\.rawValue).joined(separator: ", ")), not \(text)")
+            }
+            return level
+        }
+        if flag("full-expression") {
+            guard named == nil || named == .off else { throw UsageError("--full-expression is --privacy off; give one of them") }
+            return .off
+        }
+        return named ?? .default
+    }
+
+    /// The help text of `--privacy`, for every command that takes it.
+    static let privacyHelp = """
+      --privacy strict|standard|off   How much of your face's own way of moving your expressions
+                               carry (docs/privacy.md). strict (the default): the mouth follows
+                               your voice; smiles, frowns, brow raises, puckers, nods and turns are
+                               sent as events of one strength; the avatar blinks on its own; no
+                               gaze. standard: each channel in your own range, with its strength
+                               and timing, your blinks and gaze. off (or --full-expression): every
+                               coefficient the estimator reads, as read: winks, one-sided and
+                               subtler expressions, and your face's signature
+    """
 }

@@ -25,8 +25,8 @@ final class CallRunner: @unchecked Sendable {
         var video: String?
         var audioIn: AudioInput = .silence
         var audioOut: AudioOutput = .discard
-        /// Send the estimator's output as is, without `ExpressionPrivacyFilter` (docs/privacy.md).
-        var fullExpression = false
+        /// How much of the face's own way of moving the expressions sent carry (docs/privacy.md).
+        var privacy = PrivacyLevel.default
         /// STUN/TURN settings (the room server's `--ice-server` fills what is not set here).
         var peer = PeerConfiguration()
         var output: Output = .none
@@ -151,7 +151,7 @@ final class CallRunner: @unchecked Sendable {
         if let video = options.video {
             let source = try VideoSource.open(video)
             let capture = ExpressionCapture(tracker: try MediaPipeFaceTracker(),
-                                            privacy: options.fullExpression ? nil : ExpressionPrivacyFilter())
+                                            privacy: options.privacy)
             let thread = Thread { [self] in
                 var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
                 var source = source
@@ -173,7 +173,8 @@ final class CallRunner: @unchecked Sendable {
                         let now = session.mediaTimeMicros
                         if due > now { Thread.sleep(forTimeInterval: Double(due - now) / 1e6) }
                     }
-                    guard let out = try? capture.process(frame.image, captureTimeMicros: session.mediaTimeMicros) else { continue }
+                    guard let out = try? capture.process(frame.image, captureTimeMicros: session.mediaTimeMicros,
+                                                         voiceMouth: sender.voiceMouth) else { continue }
                     sender.send(cameraFrame: out.frame)
                     report.withLock { $0.framesTracked += out.frame.state == .tracked ? 1 : 0 }
                 }

@@ -34,12 +34,7 @@ OPTIONS:
   --turn URL               TURN server, turn://USER:PASSWORD@HOST:PORT (likewise)
   --relay-only             Send everything through the TURN server: the others see its address,
                            never yours (needs a TURN server)
-  --full-expression        Send every coefficient the estimator reads, as read. By default your
-                           expressions are re-expressed in a canonical vocabulary (jaw, smile,
-                           brows, frown, pucker, blinks, head pose, gaze; your own range mapped to
-                           a common one, left and right as one) so they say less about your
-                           face; this option trades that for winks, one-sided and subtler
-                           expressions (docs/privacy.md)
+\(Arguments.privacyHelp)
   --json                   Print events and statistics (every 2 s) as JSON lines on stdout, and
                            the run's figures as a last line {"event":"report",...}
 
@@ -49,7 +44,7 @@ KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound se
 
 func runCall(_ argv: [String]) throws {
     let args = try Arguments(argv, valued: ["server", "room", "user", "token", "camera", "video", "audio-in", "audio-out",
-                                            "out", "style", "duration", "size", "background", "stun", "turn"],
+                                            "out", "style", "duration", "size", "background", "stun", "turn", "privacy"],
                              booleans: ["json", "quiet", "relay-only", "full-expression"])
     guard args.positionals.isEmpty else { throw UsageError("call takes no positional arguments") }
     guard let serverText = args.value("server"), let server = URL(string: serverText), server.scheme == "ws" || server.scheme == "wss" else {
@@ -115,7 +110,7 @@ func runCall(_ argv: [String]) throws {
         options.peer.turnServer = turn
     }
     options.peer.relayOnly = args.flag("relay-only")
-    options.fullExpression = args.flag("full-expression")
+    options.privacy = try args.privacyLevel()
     options.json = args.flag("json")
     options.quiet = args.flag("quiet")
 

@@ -28,15 +28,15 @@ OPTIONS:
                              the input (for inspection: this view shows the face, the wire never does)
   --size WxH                 Avatar view size (default: the input's size)
   --max-frames N             Stop after N frames (a camera runs until Ctrl-C otherwise)
-  --full-expression          Without the privacy filter a call applies by default (docs/privacy.md):
-                             every coefficient the estimator reads, as read
+\(Arguments.privacyHelp)
+                           (render has no voice: at strict the mouth follows the camera)
   --quiet                    No progress bar or summary
 
 The summary reports frames, % tracked, ms per frame for tracking and rendering, and wire bytes per frame.
 """, run: runRender)
 
 func runRender(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["output", "style", "background", "expressions", "size", "max-frames"],
+    let args = try Arguments(argv, valued: ["output", "style", "background", "expressions", "size", "max-frames", "privacy"],
                              booleans: ["side-by-side", "quiet", "full-expression"], aliases: ["o": "output"])
     guard args.positionals.count == 1 else { throw UsageError("render needs exactly one INPUT") }
     guard let output = args.value("output") else { throw UsageError("render needs -o OUTPUT") }
@@ -53,7 +53,7 @@ func runRender(_ argv: [String]) throws {
     job.background = try parseBackground(args.value("background"))
     job.expressionsPath = args.value("expressions")
     job.sideBySide = args.flag("side-by-side")
-    job.fullExpression = args.flag("full-expression")
+    job.privacy = try args.privacyLevel()
     job.size = args.value("size") == nil ? nil : try args.size("size", default: (640, 480))
     job.maxFrames = try args.int("max-frames", default: Int.max, range: 1...Int.max)
     job.quiet = args.flag("quiet")
@@ -72,8 +72,8 @@ struct RenderJob {
     var background: AvatarBackground = defaultBackground
     var expressionsPath: String?
     var sideBySide = false
-    /// Skip the privacy filter (what `veil call --full-expression` sends).
-    var fullExpression = false
+    /// The privacy level of the expressions rendered (and written with `--expressions`).
+    var privacy = PrivacyLevel.default
     var size: (width: Int, height: Int)?
     var maxFrames = Int.max
     var quiet = false
@@ -114,7 +114,7 @@ struct RenderJob {
     func run() throws -> Summary {
         let source = try openSource(input)
         let tracker = try MediaPipeFaceTracker()
-        let capture = ExpressionCapture(tracker: tracker, privacy: fullExpression ? nil : ExpressionPrivacyFilter())
+        let capture = ExpressionCapture(tracker: tracker, privacy: privacy)
         let avatarSize = evenSize(size ?? source.size)
         let outputSize = (width: avatarSize.width * (sideBySide ? 2 : 1), height: avatarSize.height)
         let canvas = try CairoCanvas(width: outputSize.width, height: outputSize.height)

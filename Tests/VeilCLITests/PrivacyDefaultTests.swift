@@ -4,9 +4,9 @@ import VeilCall
 import VeilCore
 import XCTest
 
-/// The privacy filter is what `veil render` and `veil call` send unless the user asks otherwise
-/// (`--full-expression`): each command run both ways on the same talking face, and what comes out
-/// read for the filter's signature (docs/privacy.md, "The privacy filter").
+/// The strict privacy level is what `veil render` and `veil call` send unless the user asks
+/// otherwise (`--privacy standard`, `--privacy off`): each command run at several levels on the
+/// same talking face, and what comes out read for each level's signature (docs/privacy.md).
 final class PrivacyDefaultTests: XCTestCase {
     /// What the filter sends: its six channels (jaw; smile with the dimples and cheeks that follow
     /// it; brows up; frown; pucker; funnel), one canonical blink, and gaze. Nothing else.
@@ -31,6 +31,26 @@ final class PrivacyDefaultTests: XCTestCase {
         return found.sorted()
     }
 
+    /// What in one frame the strict level would not have sent: an event above its canonical
+    /// intensity, or a head roll.
+    static func notCanonical(_ shapes: [String: Double], roll: Double) -> [String] {
+        var found: [String] = []
+        for event in CanonicalExpressionStage.events {
+            for shape in event.shapes where (shapes[shape.name] ?? 0) > Double(event.intensity) + 0.01 {
+                found.append("\(shape.name)=\(String(format: "%.2f", shapes[shape.name] ?? 0))")
+            }
+        }
+        if abs(roll) > 0.01 { found.append("roll=\(String(format: "%.1f", roll))") }
+        return found
+    }
+
+    /// Reports how many frames carry what the strict level does not send.
+    static func tallyStrict(_ frames: [(shapes: [String: Double], roll: Double)], _ label: String) -> Int {
+        let marked = frames.map { notCanonical($0.shapes, roll: $0.roll) }.filter { !$0.isEmpty }
+        print("\(label): \(marked.count) of \(frames.count) tracked frames carry what the strict level does not send, e.g. \(marked.prefix(3))")
+        return marked.count
+    }
+
     static func shapes(of expression: VeilCore.Expression) -> [String: Double] {
         Dictionary(uniqueKeysWithValues: BlendShape.allCases.map { ($0.name, Double(expression[$0])) })
     }
@@ -47,18 +67,23 @@ final class PrivacyDefaultTests: XCTestCase {
         defer { work.remove() }
         try work.runToEnd(["synth", try VeilResources.file("photos", "takeo.ppm").path, "-o", "face.mp4", "--quiet"])
         try work.runToEnd(["render", "face.mp4", "-o", "default.mp4", "--expressions", "default.jsonl", "--quiet"])
+        try work.runToEnd(["render", "face.mp4", "-o", "standard.mp4", "--expressions", "standard.jsonl", "--privacy", "standard", "--quiet"])
         try work.runToEnd(["render", "face.mp4", "-o", "full.mp4", "--expressions", "full.jsonl", "--full-expression", "--quiet"])
-        func tracked(_ name: String) throws -> [[String: Double]] {
+        func tracked(_ name: String) throws -> [(shapes: [String: Double], roll: Double)] {
             try String(contentsOf: work.directory.appendingPathComponent(name), encoding: .utf8).split(separator: "\n").compactMap { line in
                 guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                      object["state"] as? String == "tracked" else { return nil }
-                return object["blendshapes"] as? [String: Double]
+                      object["state"] as? String == "tracked", let shapes = object["blendshapes"] as? [String: Double] else { return nil }
+                return (shapes, ((object["headPose"] as? [String: Double])?["roll"]) ?? .nan)
             }
         }
-        let filtered = try tracked("default.jsonl"), full = try tracked("full.jsonl")
-        XCTAssertGreaterThan(filtered.count, 200)
-        XCTAssertEqual(Self.tally(filtered, "veil render"), 0, "veil render does not filter by default")
-        XCTAssertGreaterThan(Self.tally(full, "veil render --full-expression"), full.count / 4,
+        let strict = try tracked("default.jsonl"), standard = try tracked("standard.jsonl"), full = try tracked("full.jsonl")
+        XCTAssertGreaterThan(strict.count, 200)
+        XCTAssertEqual(Self.tally(strict.map(\.shapes), "veil render"), 0, "veil render does not filter by default")
+        XCTAssertEqual(Self.tallyStrict(strict, "veil render"), 0, "veil render's default is not the strict level")
+        XCTAssertEqual(Self.tally(standard.map(\.shapes), "veil render --privacy standard"), 0)
+        XCTAssertGreaterThan(Self.tallyStrict(standard, "veil render --privacy standard"), 10,
+                             "the standard level carries nothing the strict one does not: the check above proves nothing")
+        XCTAssertGreaterThan(Self.tally(full.map(\.shapes), "veil render --full-expression"), full.count / 4,
                              "the same face unfiltered carries nothing outside the filter's vocabulary: the check above proves nothing")
     }
 
@@ -70,11 +95,11 @@ final class PrivacyDefaultTests: XCTestCase {
         defer { server.terminate(); server.waitUntilExit() }
         let url = try XCTUnwrap(URL(string: serverURL))
 
-        // Two calls at once, one per room: alice with the defaults, carol with --full-expression;
+        // Two calls at once, one per room: alice with the defaults, carol with --privacy off;
         // bob and dave, in this process, keep every frame they receive.
         final class Received: Sendable { let frames = Mutex<[ExpressionFrame]>([]) }
         var calls: [(process: (Process, Pipe, Pipe), session: CallSession, received: Received, label: String)] = []
-        for (room, sender, receiver, extra) in [("r1", "alice", "bob", [String]()), ("r2", "carol", "dave", ["--full-expression"])] {
+        for (room, sender, receiver, extra) in [("r1", "alice", "bob", [String]()), ("r2", "carol", "dave", ["--privacy", "off"])] {
             let tokens = try work.tokens([sender, receiver], room: room)
             let session = CallSession(configuration: .init(server: url, room: room, user: receiver, token: tokens[1], audioInput: .silence))
             let received = Received()
@@ -102,7 +127,12 @@ final class PrivacyDefaultTests: XCTestCase {
             let tracked = call.received.frames.withLock { $0 }.filter { $0.state == .tracked && !$0.isVoiceDriven }.map { Self.shapes(of: $0.expression) }
             XCTAssertGreaterThan(tracked.count, 60, "\(call.label): too few frames of the face arrived")
             counts.append(Self.tally(tracked, call.label))
-            if call.label.hasSuffix("(defaults)") { XCTAssertEqual(counts.last, 0, "veil call does not filter by default") }
+            if call.label.hasSuffix("(defaults)") {
+                XCTAssertEqual(counts.last, 0, "veil call does not filter by default")
+                let frames = call.received.frames.withLock { $0 }.filter { $0.state == .tracked && !$0.isVoiceDriven }
+                XCTAssertEqual(Self.tallyStrict(frames.map { (Self.shapes(of: $0.expression), Double($0.expression.headPose.roll)) }, call.label), 0,
+                               "veil call's default is not the strict level")
+            }
         }
         XCTAssertGreaterThan(counts.last ?? 0, 10, "the same face unfiltered carries nothing outside the filter's vocabulary: the check proves nothing")
     }

@@ -97,7 +97,15 @@ final class VoiceDrivenCallTests: XCTestCase {
         let deadline = Date().addingTimeInterval(15)
         while call.alice.audioFileStartMicros(for: "bob") == nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
         let fileStart = try XCTUnwrap(call.alice.audioFileStartMicros(for: "bob"), "the call did not connect within 15 s")
-        Thread.sleep(forTimeInterval: call.speech.duration + 1)
+        // Meanwhile the mouth the strict privacy level gives a camera's frames follows the same voice.
+        var mouths: [Float?] = []
+        let speechEnd = Date().addingTimeInterval(call.speech.duration + 1)
+        while Date() < speechEnd {
+            mouths.append(sender.voiceMouth)
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        XCTAssertGreaterThan(mouths.compactMap { $0 }.count, mouths.count / 2, "the voice's mouth is missing while audio is sent")
+        XCTAssertGreaterThan(mouths.compactMap { $0 }.max() ?? 0, 0.3, "the voice's mouth does not open")
 
         // As alice stamped them: bob receives them on the connection's clock.
         let clock = try XCTUnwrap(call.alice.clock(for: "bob"))

@@ -195,9 +195,26 @@ final class ExpressionPrivacyFilterTests: XCTestCase {
         }
         let held = outs.last!
         XCTAssertEqual(held.headPose.yaw, 9, accuracy: 1e-4)
-        XCTAssertEqual(held.headPose.pitch, 2, accuracy: 1e-4, "a nod less `nodDeadZone`")
+        XCTAssertEqual(held.headPose.pitch, 10, accuracy: 1e-4, "a nod past `nodDeadZone` is sent whole")
         XCTAssertEqual(held.gaze?.x ?? 0, 0.5, accuracy: 1e-4)
         XCTAssertEqual(held[.eyeLookOutLeft], 0.5, accuracy: 1e-4)
+    }
+
+    func testAFaintSmileAfterAStillStretchReadsFaint() {
+        // A full smile at 2 s, then 40 s without one, then a smile a third as wide: it reads well
+        // below the first (before, the peak was forgotten while the face was still, and the faint
+        // smile read as wide as the full one).
+        var filter = ExpressionPrivacyFilter()
+        let outs = run(&filter, seconds: 46) { t in
+            var e = VeilCore.Expression()
+            let smile: Float = t >= 2 && t < 4 ? 0.6 : (t >= 44 ? 0.2 : 0)
+            e[.mouthSmileLeft] = smile; e[.mouthSmileRight] = smile
+            return e
+        }
+        let first = outs[30 * 3][.mouthSmileLeft], faint = outs[30 * 45][.mouthSmileLeft]
+        XCTAssertGreaterThan(first, 0.7)
+        XCTAssertGreaterThan(faint, 0, "the faint smile is sent")
+        XCTAssertLessThan(faint, first * 0.6, "the faint smile reads as wide as the full one")
     }
 
     func testTheUsualPoseReadsFrontal() {

@@ -105,7 +105,8 @@ final class ExpressionScriptTests: XCTestCase {
         XCTAssertEqual(frames[20].timeSeconds, 0.8, accuracy: 1e-12)
         XCTAssertEqual(frames[20].state, script.state(at: 0.8))
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Double])
-        XCTAssertEqual(Set(object.keys), ["frame", "timeSeconds", "jawDrop", "blinkLeft", "blinkRight", "smile", "browRaise", "headYaw"])
+        XCTAssertEqual(Set(object.keys), ["frame", "timeSeconds", "jawDrop", "blinkLeft", "blinkRight", "smile", "browRaise", "headYaw",
+                                        "frown", "pucker", "headPitch"])
     }
 
     // MARK: - The built-in talking script

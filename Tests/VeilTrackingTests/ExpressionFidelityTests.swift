@@ -25,7 +25,7 @@ final class ExpressionFidelityTests: XCTestCase {
         guard let mesh = try tracker.landmarks(inStill: image)?.mesh else { throw VeilError.invalidInput("no face in \(photo)") }
         let synth = try TalkingFaceSynthesizer(photo: image, mesh: mesh, topology: topology)
         let script = ExpressionScript.talking
-        let capture = ExpressionCapture(tracker: tracker, privacy: nil)
+        let capture = ExpressionCapture(tracker: tracker, privacy: .off)
         var frame = RGBImage(width: 640, height: 480)
         var run = Run(truth: script.groundTruth, expressions: [], expectedJaw: [])
         let neutralGap = FaceMeasurements(topology.landmarks(mesh: synth.mesh(at: .neutral), leftPupil: nil, rightPupil: nil, confidence: 1))?.lipGap ?? 0

@@ -24,7 +24,7 @@ import VeilSynth
 ///
 /// Per segment two feature vectors are taken:
 /// - the transmitted stream: every frame's wire bytes, as Veil sends them by default (through
-///   `ExpressionPrivacyFilter`), decoded back into an `ExpressionFrame`, then per-coefficient mean
+///   `ExpressionPrivacy` at `PrivacyLevel.default`), decoded back into an `ExpressionFrame`, then per-coefficient mean
 ///   and standard deviation over the segment, the same for head pose (yaw, pitch, roll) and gaze
 ///   (x, y): 114 values; the same without the filter (`--full-expression`) beside it;
 /// - the raw landmarks: the tracker's 468-point mesh in 2-D, translated to its centroid and scaled
@@ -65,7 +65,7 @@ final class ReidentificationTests: XCTestCase {
         var session: Int
         var index: Int
         /// Features of the decoded ExpressionFrames as Veil sends them by default (estimator, then
-        /// `ExpressionPrivacyFilter`).
+        /// `ExpressionPrivacy` at the default level).
         var stream: [Double]
         /// The same without the privacy filter (`veil call --full-expression`).
         var fullExpressionStream: [Double] = []
@@ -178,20 +178,21 @@ final class ReidentificationTests: XCTestCase {
         // The claim is no better than chance: `stream.correct` within the 95 % bound of random
         // matchings (`permutationNullDistribution`; the binomial bound, which treats every
         // prediction as independent, is a little stricter), and the same for the stronger
-        // adversary. Not reached on this sample: the last run gave 252 / 1080 (23.3 %) against a
-        // bound of 245, P = 0.025, and the stronger adversary 264 (24.4 %) against 243; the
-        // previous release 24.7 %. Other samples of nine runs (VEIL_REID_SEED_OFFSET) differ by
+        // adversary. The last run, with the strict level as the default: 248 / 1080 (23.0 %)
+        // against a bound of 248, P = 0.052, and the stronger adversary 241 (22.3 %) against 243,
+        // P = 0.068: within chance for both, narrowly; through the filter alone (the standard
+        // level) 252 (23.3 %, P = 0.025) and 264 (24.4 %); an earlier release 24.7 %. Other samples of nine runs (VEIL_REID_SEED_OFFSET) differ by
         // several points: runs 9–17 are within chance for both adversaries (21.1 and 21.1 %), runs
         // 18–26 are not (24.8 and 27.9 %). Without the privacy filter 70.5 % and 91.3 %. What is
         // left is spread thinly (no channel alone above 22.5 % to either adversary): faces whose
         // mouth, blinks and head pose the landmark model reads with different strength and
         // cross-talk (docs/privacy.md). Until that is closed this guards the measured state.
         XCTAssertLessThanOrEqual(pooled.score.accuracy, 0.26,
-                                 "the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 24.4 %)")
+                                 "the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 22.3 %)")
         XCTAssertGreaterThan(pooledFull.score.accuracy, pooled.score.accuracy + 0.5, "the privacy filter no longer stops the stronger adversary")
         XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.5, "the stream identifies people almost as well as raw landmarks")
         XCTAssertLessThanOrEqual(stream.accuracy, 0.245,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 23.3 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 23.0 %; chance \(Self.percent(chance)), bound \(bound) correct)")
         XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.3, "the privacy filter no longer lowers re-identification much")
         XCTAssertLessThan(exactFiltered.accuracy, exact.accuracy, "on the exact mesh, the privacy filter no longer lowers re-identification")
         // The performances are drawn from the same statistics for everyone: if they named people,
@@ -203,8 +204,9 @@ final class ReidentificationTests: XCTestCase {
     /// The same experiment with every face presented at one size (180 pixels wide in 640×480,
     /// about a face at arm's length from a laptop camera): how much of what identifies people in
     /// the main experiment comes from their faces' very different sizes there (46–197 pixels).
-    /// The last run: 273 / 1080 (25.3 %; bounds 246 under random matchings and 238 binomial, P =
-    /// 0.001: above chance), the stronger adversary 331 (30.6 %); without the privacy filter
+    /// The last run (the strict level): 278 / 1080 (25.7 %; bound 247 under random matchings and 238
+    /// binomial, P = 0.0006: above chance), the stronger adversary 306 (28.3 %); the filter alone
+    /// 273 (25.3 %) and 331 (30.6 %); without the privacy filter
     /// 70.4 %; the previous release 26.7 % on the same nine runs. This is where the stream still
     /// carries the most: the stronger adversary names the person 31–33 % of the time on all three
     /// samples measured (docs/privacy.md).
@@ -227,9 +229,9 @@ final class ReidentificationTests: XCTestCase {
         print("  diagnostic, jaw, blinks, smile, brows and yaw as performed: \(Self.percent(performedChannels.accuracy)); the performance alone: \(Self.percent(performance.accuracy))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.265, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 25.3 %)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.265, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 25.7 %)")
         XCTAssertLessThanOrEqual(pooled.score.accuracy, 0.32,
-                                 "at one size the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 30.6 %)")
+                                 "at one size the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 28.3 %)")
     }
 
     /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
@@ -410,11 +412,11 @@ final class ReidentificationTests: XCTestCase {
     static func record(_ synth: TalkingFaceSynthesizer, script: ExpressionScript, tracker: MediaPipeFaceTracker,
                        topology: MeshTopology, person: Int, session: Int) throws -> [Segment] {
         tracker.reset()
-        // The estimator's output, unfiltered; the privacy filter is applied below exactly as
-        // ExpressionCapture applies it by default (estimator, filter, frame), so one tracking
-        // run gives both streams.
-        let capture = ExpressionCapture(tracker: tracker, privacy: nil)
-        var filter = ExpressionPrivacyFilter(), exactFilter = ExpressionPrivacyFilter()
+        // The estimator's output, unfiltered; the default privacy level is applied below exactly
+        // as ExpressionCapture applies it (estimator, privacy stage, frame; no voice here, so the
+        // camera's jaw), so one tracking run gives both streams.
+        let capture = ExpressionCapture(tracker: tracker, privacy: .off)
+        var filter = ExpressionPrivacy(level: .default), exactFilter = ExpressionPrivacy(level: .default)
         var exactEstimator = ExpressionEstimator()
         var image = RGBImage(width: 640, height: 480)
         var sent: [ExpressionFrame] = [], full: [ExpressionFrame] = [], meshes: [[Point3]?] = []
@@ -422,7 +424,7 @@ final class ReidentificationTests: XCTestCase {
         /// What the receiver gets: the wire bytes, decoded.
         func received(_ frame: ExpressionFrame) throws -> ExpressionFrame { try ExpressionFrame(decoding: frame.encoded()) }
         /// The same from a sender whose expressions pass through `filter` before framing.
-        func received(_ frame: ExpressionFrame, through filter: inout ExpressionPrivacyFilter, at time: Double) throws -> ExpressionFrame {
+        func received(_ frame: ExpressionFrame, through filter: inout ExpressionPrivacy, at time: Double) throws -> ExpressionFrame {
             var frame = frame
             if frame.state == .tracked { frame.expression = filter.apply(frame.expression, at: time) }
             return try received(frame)
