@@ -67,8 +67,8 @@ public struct CanonicalExpressionStage: Sendable {
     private var turned = [0, 0]
     private var head: [Float] = [0, 0]
     private var lastTime: Double?
-    /// The avatar's own blinks: when the current or next one starts (s), and what times them.
-    private var blinkStart: Double?
+    /// The avatar's own blinks (nil before the first frame), and what times them.
+    private var blinks: BlinkSchedule?
     private var random: SplitMix64
 
     /// A stage whose own blinks are timed by `seed` (a random one by default, so that their timing
@@ -117,13 +117,12 @@ public struct CanonicalExpressionStage: Sendable {
 
     /// How closed the avatar's eyes are at `time` in its own blinking, 2–6 s apart.
     private mutating func ownBlink(at time: Double) -> Double {
-        var start = blinkStart ?? time + 0.8 + 2.5 * uniform()
-        while time - start >= VoiceExpressionGenerator.blinkDuration { start += 2 + 4 * uniform() }
-        blinkStart = start
-        return VoiceExpressionGenerator.blinkShape(time - start)
+        var schedule = blinks ?? BlinkSchedule()
+        if blinks == nil { schedule.begin(at: time, using: &random) }
+        let lids = schedule.lids(at: time, using: &random)
+        blinks = schedule
+        return lids
     }
-
-    private mutating func uniform() -> Double { Double(random.next() >> 11) / 9_007_199_254_740_992 }
 
     private func approach(_ value: Float, _ target: Float, _ step: Float) -> Float {
         value < target ? min(value + step, target) : max(value - step, target)

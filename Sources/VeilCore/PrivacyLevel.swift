@@ -25,19 +25,21 @@ public enum PrivacyLevel: String, CaseIterable, Sendable {
 /// the wire. A value type that reads no clock; times are the expressions' capture times (s).
 public struct ExpressionPrivacy: Sendable {
     public let level: PrivacyLevel
+    private let seed: UInt64
     private var filter = ExpressionPrivacyFilter()
     private var canonical: CanonicalExpressionStage
 
     /// The stage at `level`; `seed` times the strict level's own blinks (random by default).
     public init(level: PrivacyLevel, seed: UInt64 = UInt64.random(in: 0...UInt64.max)) {
         self.level = level
+        self.seed = seed
         canonical = CanonicalExpressionStage(seed: seed)
     }
 
     /// Forgets everything learnt about the face (a new person, or a recalibration).
     public mutating func reset() {
         filter.reset()
-        canonical = CanonicalExpressionStage()
+        canonical = CanonicalExpressionStage(seed: seed)
     }
 
     /// The expression to send for `e`, captured at `timeSeconds`. `voiceMouth`: the jaw opening

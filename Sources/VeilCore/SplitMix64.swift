@@ -13,3 +13,8 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+extension SplitMix64 {
+    /// A uniform number in [0, 1) from the top 53 bits of the next random number.
+    mutating func unit() -> Double { Double(next() >> 11) / 9_007_199_254_740_992 }
+}

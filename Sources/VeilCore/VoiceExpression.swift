@@ -33,8 +33,8 @@ public struct VoiceExpressionGenerator: Sendable {
     /// Slow average of the activity, and the smoothed emphasis above it (the brows).
     private var average = 0.0
     private var brow = 0.0
-    /// Start of the next (or current) blink, seconds after the first update.
-    private var blinkStart = 0.0
+    /// The blinks, in seconds after the first update.
+    private var blinks = BlinkSchedule()
     /// Per axis (yaw, pitch, roll): two sines, frequency (Hz) and phase (rad) each.
     private var head: [(f1: Double, p1: Double, f2: Double, p2: Double)] = []
     private var funnelPhase = 0.0
@@ -42,11 +42,6 @@ public struct VoiceExpressionGenerator: Sendable {
     /// A generator whose blinks and head motion follow `seed`.
     public init(seed: UInt64) {
         random = SplitMix64(seed: seed)
-    }
-
-    /// A uniform number in [0, 1) from the top 53 bits of the next random number.
-    private mutating func uniform() -> Double {
-        Double(random.next() >> 11) / 9_007_199_254_740_992
     }
 
     private static func approach(_ value: Double, _ target: Double, _ dt: Double, _ tau: Double) -> Double {
@@ -76,12 +71,12 @@ public struct VoiceExpressionGenerator: Sendable {
             startTime = time
             lastTime = time
             for _ in 0..<3 {
-                let f1 = 0.05 + 0.10 * uniform(), p1 = 2 * Double.pi * uniform()
-                let f2 = 0.13 + 0.12 * uniform(), p2 = 2 * Double.pi * uniform()
+                let f1 = 0.05 + 0.10 * random.unit(), p1 = 2 * Double.pi * random.unit()
+                let f2 = 0.13 + 0.12 * random.unit(), p2 = 2 * Double.pi * random.unit()
                 head.append((f1, p1, f2, p2))
             }
-            funnelPhase = 2 * Double.pi * uniform()
-            blinkStart = 0.8 + 2.5 * uniform()
+            funnelPhase = 2 * Double.pi * random.unit()
+            blinks.begin(at: 0, using: &random)
         }
         let dt = min(max(time - lastTime, 0), 0.5)
         lastTime = max(time, lastTime)
@@ -111,8 +106,7 @@ public struct VoiceExpressionGenerator: Sendable {
         brow = Self.approach(brow, emphasis, dt, emphasis > brow ? 0.08 : 0.4)
 
         // Blinks: the schedule moves on once a blink is over.
-        while t - blinkStart >= Self.blinkDuration { blinkStart += 2 + 4 * uniform() }
-        let blink = Self.blinkShape(t - blinkStart)
+        let blink = blinks.lids(at: t, using: &random)
 
         func sway(_ axis: Int) -> Double {
             let a = head[axis]
@@ -171,5 +165,22 @@ public struct AudioLevel: Sendable, Equatable {
         let rms = samples.isEmpty ? 0 : (sum / Double(samples.count)).squareRoot() / 32768
         self.init(timeMicros: timeMicros, rms: rms,
                   durationMicros: UInt64(samples.count) * 1_000_000 / UInt64(max(sampleRate, 1)), muted: muted)
+    }
+}
+
+/// Blinks at natural random intervals, as the voice-driven avatar and the strict privacy level's
+/// avatar make them: the first 0.8–3.3 s after the start, then one 2–6 s after another (uniformly),
+/// each shaped as `VoiceExpressionGenerator.blinkShape`.
+struct BlinkSchedule: Sendable {
+    /// Start of the next (or current) blink (s).
+    private var start = 0.0
+
+    /// Draws the first blink's start after `origin`.
+    mutating func begin(at origin: Double, using random: inout SplitMix64) { start = origin + 0.8 + 2.5 * random.unit() }
+
+    /// How closed the eyes are at `time` (0…1); the schedule moves on once a blink is over.
+    mutating func lids(at time: Double, using random: inout SplitMix64) -> Double {
+        while time - start >= VoiceExpressionGenerator.blinkDuration { start += 2 + 4 * random.unit() }
+        return VoiceExpressionGenerator.blinkShape(time - start)
     }
 }

@@ -86,30 +86,27 @@ extension FaceRig {
     /// and upward (0.6 : 0.8); nearby points follow with a Gaussian falloff (σ = 0.3 mouth width),
     /// so the middle of the lips hardly moves.
     static func smileField(_ face: FaceLayout) -> [Point2] {
-        var field = [Point2](repeating: .zero, count: face.count)
-        let sigma = 0.3 * face.mouthWidth
-        let (cornerL, cornerR) = face.mouthCorners
-        for (corner, outward) in [(cornerL, Float(-1)), (cornerR, Float(1))] {
-            let direction = face.frame.right * (0.6 * outward) + face.frame.up * 0.8
-            for i in 0..<face.count {
-                let d = face.points[i] - face.points[corner]
-                field[i] += direction * (0.25 * face.mouthWidth * exp(-(d * d).sum() / (sigma * sigma)))
-            }
-        }
-        return field
+        cornerField(face, outward: 0.6, up: 0.8, distance: 0.25 * face.mouthWidth)
     }
 
     /// Frown at full strength: each outer mouth corner moves a sixth of the mouth width down and a
     /// little inward; nearby points follow with the smile's Gaussian falloff.
     static func frownField(_ face: FaceLayout) -> [Point2] {
+        cornerField(face, outward: -0.25, up: -1, distance: face.mouthWidth / 6)
+    }
+
+    /// Both outer mouth corners moving `distance` times the direction (`outward`, `up`) in the
+    /// face's frame (mirrored for the left corner), and nearby points with them, with a Gaussian
+    /// falloff of σ = 0.3 mouth width.
+    static func cornerField(_ face: FaceLayout, outward: Float, up: Float, distance: Float) -> [Point2] {
         var field = [Point2](repeating: .zero, count: face.count)
         let sigma = 0.3 * face.mouthWidth
         let (cornerL, cornerR) = face.mouthCorners
-        for (corner, outward) in [(cornerL, Float(-1)), (cornerR, Float(1))] {
-            let direction = face.frame.right * (-0.25 * outward) - face.frame.up
+        for (corner, side) in [(cornerL, Float(-1)), (cornerR, Float(1))] {
+            let direction = face.frame.right * (outward * side) + face.frame.up * up
             for i in 0..<face.count {
                 let d = face.points[i] - face.points[corner]
-                field[i] += direction * (face.mouthWidth / 6 * exp(-(d * d).sum() / (sigma * sigma)))
+                field[i] += direction * (distance * exp(-(d * d).sum() / (sigma * sigma)))
             }
         }
         return field

@@ -38,7 +38,7 @@ struct Recorder {
     static let meshPoints = 468
 
     struct Job { var person: Int; var session: Int }
-    struct Session: Encodable {
+    struct Session: Codable {
         var person: String, role: String, session: Int, seed: UInt64, faceWidth: Float
         var frames: Int, framesPerSecond: Double, warmUpSeconds: Double, tracked: Double
     }

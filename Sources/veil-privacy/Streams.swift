@@ -6,8 +6,9 @@ import VeilCore
 /// streams can be made again after a level changes (`veil-privacy --refilter`) without tracking
 /// the faces again.
 enum Streams {
-    /// The streams written per session: every level, the default first.
-    static let names = ([PrivacyLevel.default] + PrivacyLevel.allCases.filter { $0 != .default }).map(\.rawValue)
+    /// The levels written per session, the default first, and their streams' names.
+    static let levels = [PrivacyLevel.default] + PrivacyLevel.allCases.filter { $0 != .default }
+    static let names = levels.map(\.rawValue)
 
     /// Writes `<stem>.<level>.f32` for every level from the session's estimator rows and truth rows.
     static func write(stem: String, in directory: URL, estimate: [Float], truth: [Float], framesPerSecond: Double) throws {
@@ -16,25 +17,29 @@ enum Streams {
         guard frames * width == estimate.count, truth.count == frames * truthWidth else {
             throw VeilError.invalidInput("\(stem): \(estimate.count) estimate values and \(truth.count) truth values do not make whole frames")
         }
+        // Per frame, once for every level: its time, the estimator's expression (nil: lost) and the
+        // jaw opening the voice makes then.
         let jaw = Recorder.truthColumns.firstIndex(of: .jawDrop)!
-        for name in names {
-            guard let level = PrivacyLevel(name: name) else { continue }
+        var voice = VoiceExpressionGenerator(seed: Recorder.hash(stem))
+        let inputs = (0..<frames).map { n -> (time: Double, expression: VeilCore.Expression?, mouth: Float) in
+            let time = Double(n) / framesPerSecond
+            let speech = voice.update(level: Performance.voiceLevel(jawDrop: Double(truth[n * truthWidth + jaw])), at: time)
+            return (time, Self.expression(Array(estimate[(n * width)..<((n + 1) * width)])), speech[.jawOpen])
+        }
+        for level in levels {
             var privacy = ExpressionPrivacy(level: level, seed: Recorder.hash(stem) ^ 0x5EED)
-            var voice = VoiceExpressionGenerator(seed: Recorder.hash(stem))
             var rows: [Float] = []
             rows.reserveCapacity(estimate.count)
-            for n in 0..<frames {
-                let time = Double(n) / framesPerSecond
-                let speech = voice.update(level: Performance.voiceLevel(jawDrop: Double(truth[n * truthWidth + jaw])), at: time)
-                let micros = UInt64((time * 1e6).rounded())
+            for (n, input) in inputs.enumerated() {
+                let micros = UInt64((input.time * 1e6).rounded())
                 var frame = ExpressionFrame(sequence: UInt32(n), captureTimeMicros: micros, state: .lost)
-                if let e = Self.expression(Array(estimate[(n * width)..<((n + 1) * width)])) {
+                if let e = input.expression {
                     frame = ExpressionFrame(sequence: UInt32(n), captureTimeMicros: micros, state: .tracked,
-                                            expression: privacy.apply(e, at: time, voiceMouth: speech[.jawOpen]))
+                                            expression: privacy.apply(e, at: input.time, voiceMouth: input.mouth))
                 }
                 rows += Recorder.row(try ExpressionFrame(decoding: frame.encoded()))
             }
-            try Recorder.write(rows, to: directory.appendingPathComponent("\(stem).\(name).f32"))
+            try Recorder.write(rows, to: directory.appendingPathComponent("\(stem).\(level.rawValue).f32"))
         }
     }
 
@@ -54,17 +59,16 @@ enum Streams {
         let index = directory.appendingPathComponent("index.jsonl")
         let lines = try String(contentsOf: index, encoding: .utf8).split(separator: "\n")
         for (k, line) in lines.enumerated() {
-            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let person = object["person"] as? String, let session = object["session"] as? Int,
-                  let fps = object["framesPerSecond"] as? Double else {
-                throw VeilError.invalidInput("\(index.path):\(k + 1): not a session")
+            let session: Recorder.Session
+            do { session = try JSONDecoder().decode(Recorder.Session.self, from: Data(line.utf8)) } catch {
+                throw VeilError.invalidInput("\(index.path):\(k + 1): not a session (\(error))")
             }
-            let stem = "\(person).\(session)"
+            let stem = "\(session.person).\(session.session)"
             func floats(_ name: String) throws -> [Float] {
                 let data = try Data(contentsOf: directory.appendingPathComponent("\(stem).\(name).f32"))
                 return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
             }
-            try write(stem: stem, in: directory, estimate: try floats("estimate"), truth: try floats("truth"), framesPerSecond: fps)
+            try write(stem: stem, in: directory, estimate: try floats("estimate"), truth: try floats("truth"), framesPerSecond: session.framesPerSecond)
             if !quiet, (k + 1) % 20 == 0 || k + 1 == lines.count {
                 FileHandle.standardError.write(Data("refiltered \(k + 1)/\(lines.count) sessions\n".utf8))
             }
