@@ -39,6 +39,9 @@ final class TransportSocket {
     /// Shuts both directions down: libsoup reads end-of-file and closes the connection itself.
     func shutDown() { g_socket_shutdown(socket, 1, 1, nil) }
 
+    /// Shuts the sending direction down: the client reads the end of the stream after what was sent.
+    func shutDownWriting() { g_socket_shutdown(socket, 0, 1, nil) }
+
     /// The kernel's counters, or nil if it will not say (the socket is closed, or not TCP).
     struct Counters: Equatable {
         /// Bytes received since the connection opened.

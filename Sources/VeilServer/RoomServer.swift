@@ -240,8 +240,9 @@ final class ServerCore: @unchecked Sendable {
     /// How long a connection the server closed has to answer with its close frame before it is cut.
     static let closeTimeout: TimeInterval = 5
 
-    /// What a closing connection may still send before it is cut (its close frame, and whatever
-    /// was in flight when the server's close left).
+    /// What a closing connection may still send and have parsed (its close frame, and whatever was
+    /// in flight when the server's close left); beyond it the rest is only drained
+    /// (`WebSocketSession.linger`).
     static let readAfterClose: UInt64 = 16 * 1024
 
     /// How often `tick` runs (silences, join deadlines, grace periods).
@@ -475,10 +476,9 @@ final class ServerCore: @unchecked Sendable {
         case .bytes(let bytes):
             budget.charge(bytes.count, joined: joined, now: now)
             // Closing, a client has only its close frame left to send: one that keeps streaming
-            // instead is cut rather than read on.
+            // instead is no longer parsed, only drained until it closes (or the close timeout).
             if let closedAt = peer.session.bytesReadAtClose, peer.session.bytesRead - closedAt > Self.readAfterClose {
-                peer.session.abort()
-                return closed(id)
+                return peer.session.linger()
             }
             // The byte rate first, so that a connection over it is closed before its bytes are parsed.
             if peer.session.isOpen { feed(.bytesRead(id, total: peer.session.bytesRead)) }
@@ -502,6 +502,7 @@ final class ServerCore: @unchecked Sendable {
                     feed(.invalid(SignalingError(code, error.reason), from: id))
                 }
                 session.finishAfterFlush(closeCode: error.closeCode)
+                if closing[id] == nil { closing[id] = clock().monotonic + Self.closeTimeout }
                 return
             }
             switch event {

@@ -26,7 +26,9 @@ final class WebSocketSession {
         case ended
     }
 
-    private enum State { case open, closing, closed }
+    /// `lingering`: the close frame is queued or sent and the client's bytes are read and dropped
+    /// until it closes too (see `linger()`).
+    private enum State { case open, closing, lingering, closed }
 
     private let stream: UnsafeMutablePointer<GIOStream>
     private let input: OpaquePointer  // GPollableInputStream (an interface: opaque to Swift)
@@ -37,6 +39,8 @@ final class WebSocketSession {
     private var outgoing: [[UInt8]] = []
     private var outgoingOffset = 0             // into outgoing[0]
     private var pongQueued: Int?               // index in `outgoing` of a pong not yet started
+    private var writingShut = false
+    private var discardable = WebSocketSession.lingerLimit
     private let onReadable: () -> Void
     private let onClosed: () -> Void
 
@@ -83,11 +87,14 @@ final class WebSocketSession {
     /// Whether messages can still be sent and are still read (no close sent or received).
     var isOpen: Bool { state == .open }
 
+    /// At most this many bytes are read and dropped while lingering; a client that sends more is cut.
+    static let lingerLimit = 256 * 1024
+
     // MARK: Reading
 
     /// Reads at most `limit` bytes without blocking.
     func read(upTo limit: Int) -> ReadResult {
-        guard state != .closed, limit > 0 else { return .wouldBlock }
+        guard state == .open || state == .closing, limit > 0 else { return .wouldBlock }
         var error: UnsafeMutablePointer<GError>?
         defer { if let error { g_error_free(error) } }
         var count = 0
@@ -104,11 +111,13 @@ final class WebSocketSession {
 
     /// Stops the readiness callback (the server's budget is spent): the client's bytes wait in the
     /// kernel, and TCP's flow control makes the client wait too.
-    func pauseReading() { readSource = nil }
+    func pauseReading() {
+        if state != .lingering { readSource = nil }
+    }
 
     /// Starts (again) the readiness callback.
     func resumeReading() {
-        guard state != .closed, readSource == nil, let source = g_pollable_input_stream_create_source(input, nil) else { return }
+        guard state == .open || state == .closing, readSource == nil, let source = g_pollable_input_stream_create_source(input, nil) else { return }
         readSource = GLibSource(source, signature: .pollable) { [weak self] in
             self?.onReadable()
             return true
@@ -152,18 +161,63 @@ final class WebSocketSession {
         finish(notify: false)
     }
 
-    /// Stops reading and ends the connection once what is queued (an error, the close frame) is
-    /// written: for a client that broke the framing, whose further bytes mean nothing.
+    /// Stops reading for meaning and ends the connection once what is queued (an error, the close
+    /// frame) is written: for a client that broke the framing, whose further bytes mean nothing.
     func finishAfterFlush(closeCode: UInt16) {
         close(code: closeCode)
+        linger()
+    }
+
+    /// Ends a connection the server has closed without losing what it sent last. Closing a socket
+    /// with unread bytes in it makes the kernel reset the connection, and a client still writing
+    /// then fails before it reads the error and close frame waiting for it. So once the queue is
+    /// written the sending side is shut (the client reads the end of the stream after the close
+    /// frame), and whatever the client still sends is read and dropped, unparsed, until it closes
+    /// its side too: `lingerLimit` bytes at most, and the server's close timeout still applies.
+    func linger() {
+        guard state == .closing, let transport else {
+            if state == .closing { readSource = nil; if queuedBytes == 0 { finish(notify: true) } }
+            return
+        }
+        state = .lingering
         readSource = nil
-        if state == .closing, queuedBytes == 0 { finish(notify: true) }
+        if let source = g_pollable_input_stream_create_source(input, nil) {
+            readSource = GLibSource(source, signature: .pollable) { [weak self] in
+                self?.discard()
+                return true
+            }
+        }
+        if outgoing.isEmpty { shutWriting(transport) }
+    }
+
+    private func shutWriting(_ transport: TransportSocket) {
+        guard !writingShut else { return }
+        writingShut = true
+        transport.shutDownWriting()
+    }
+
+    /// Reads and drops what the client sent after the close, until its end of stream.
+    private func discard() {
+        var scratch = [UInt8](repeating: 0, count: 16 * 1024)
+        while state == .lingering {
+            var error: UnsafeMutablePointer<GError>?
+            let count = scratch.withUnsafeMutableBytes {
+                g_pollable_input_stream_read_nonblocking(input, $0.baseAddress, gsize($0.count), nil, &error)
+            }
+            let wouldBlock = count < 0 && TransportSocket.isWouldBlock(error)
+            if let error { g_error_free(error) }
+            if wouldBlock { return }
+            guard count > 0 else { return finish(notify: true) }
+            bytesRead += UInt64(count)
+            discardable -= count
+            if discardable <= 0 { return finish(notify: true) }
+        }
     }
 
     /// The client's close frame arrived: answers it (if the server had not closed first) and ends
     /// the connection once the answer is written.
     func closeReceived(code: UInt16?) {
-        guard state != .closed else { return }
+        guard state == .open || state == .closing else { return }
         if state == .open {
             // Echo a valid code; 1005 (no code) and the reserved ones are not sent back.
             let echo = code.flatMap { (1000...4999).contains($0) && ![1004, 1005, 1006, 1015].contains($0) ? $0 : nil } ?? 1000
@@ -217,6 +271,7 @@ final class WebSocketSession {
             }
         }
         if outgoing.isEmpty, state == .closing, readSource == nil { finish(notify: true) }
+        if outgoing.isEmpty, state == .lingering, let transport { shutWriting(transport) }
     }
 
     private func finish(notify: Bool) {

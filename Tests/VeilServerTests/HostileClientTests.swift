@@ -227,6 +227,36 @@ final class HostileClientTests: LoopbackServerTestCase {
                       "\(server.status())")
     }
 
+    /// A client the server closes while it is still writing reads its error and close frame and
+    /// then the end of the stream, not a reset: the server drains what follows instead of closing
+    /// a socket with unread bytes in it (which resets the connection, and a client still writing
+    /// fails before it reads why it was closed). One floods pings after joining, one sends a
+    /// message far over the size limit; each writes everything before reading anything.
+    func testAClientClosedWhileStillWritingReadsWhyAndAnOrderlyEnd() throws {
+        try startServer()
+        let flooder = try RawWebSocket.open(port: port)
+        try flooder.send(.join(room: "r1", user: "flooder", token: try token("r1", "flooder")))
+        let pings = Array([[UInt8]](repeating: RawWebSocket.frame(Array(SignalingMessage.encode(ClientMessage.ping(t: nil)).utf8)), count: 3000).joined())
+        let giant = try RawWebSocket.open(port: port)
+        let oversized = RawWebSocket.frame(Array(#"{"v":1,"type":"ping","pad":""#.utf8) + [UInt8](repeating: 0x78, count: 150_000) + Array(#""}"#.utf8))
+        XCTAssertTrue(try flooder.write(pings), "the flooder's writes failed: the server reset the connection")
+        XCTAssertTrue(try giant.write(oversized), "the oversized message's write failed: the server reset the connection")
+        for (client, code, close) in [(flooder, SignalingErrorCode.rateLimited, WebSocketCloseCode.policyViolation),
+                                      (giant, .messageTooLarge, .tooBig)] {
+            let read = client.readUntilEnd(timeout: 8)
+            let errors = read.texts.compactMap { text -> SignalingErrorCode? in
+                guard case let .error(code, _)? = try? SignalingMessage.decode(ServerMessage.self, from: text) else { return nil }
+                return code
+            }
+            print("closed while writing: \(errors), close \(read.closeCode.map { "\($0)" } ?? "none"), \(read.end) after \(pings.count / 1024) KiB / \(oversized.count / 1024) KiB written")
+            XCTAssertEqual(errors, [code])
+            XCTAssertEqual(read.closeCode, close.rawValue)
+            XCTAssertEqual(read.end, .endOfStream, "the connection ended with a reset, not the server's end of stream")
+            client.close()
+        }
+        XCTAssertTrue(waitFor(6) { self.server.status().connections == 0 && self.server.status().sockets == 0 }, "\(server.status())")
+    }
+
     // MARK: Everything at once
 
     /// Offenders of every kind at once (message flood, oversized and malformed messages, a join

@@ -65,11 +65,33 @@ final class RawWebSocket {
     /// The server's answer to the upgrade request (status line and headers).
     private(set) var handshakeAnswer = ""
 
+    /// How the connection ended, seen from the client.
+    enum End: Equatable {
+        /// The server's end of stream (an orderly shutdown: everything it sent was delivered).
+        case endOfStream
+        /// A reset, or another failed read.
+        case failed(Int32)
+        /// Still open when the time ran out.
+        case open
+    }
+
     /// Reads the server's frames until its close frame, the end of the connection or `timeout`:
     /// the text messages received and the close code (nil if no close frame came).
     func readUntilClose(timeout: TimeInterval) -> (texts: [String], closeCode: UInt16?) {
+        let read = read(timeout: timeout, pastClose: false)
+        return (read.texts, read.closeCode)
+    }
+
+    /// Reads everything the server sends until the connection ends or `timeout`: the text
+    /// messages, the close code (nil if no close frame came) and how the connection ended.
+    func readUntilEnd(timeout: TimeInterval) -> (texts: [String], closeCode: UInt16?, end: End) {
+        read(timeout: timeout, pastClose: true)
+    }
+
+    private func read(timeout: TimeInterval, pastClose: Bool) -> (texts: [String], closeCode: UInt16?, end: End) {
         var pending: [UInt8] = []
         var texts: [String] = []
+        var closeCode: UInt16?
         var buffer = [UInt8](repeating: 0, count: 65536)
         let deadline = Date().addingTimeInterval(timeout)
         while deadline.timeIntervalSinceNow > 0 {
@@ -83,16 +105,19 @@ final class RawWebSocket {
                 let opcode = pending[0] & 0x0F, payload = Array(pending[header..<header + length])
                 pending.removeFirst(header + length)
                 if opcode == 1 { texts.append(String(decoding: payload, as: UTF8.self)) }
-                if opcode == 8 { return (texts, payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : 1005) }
+                if opcode == 8 {
+                    closeCode = payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : 1005
+                    if !pastClose { return (texts, closeCode, .open) }
+                }
             }
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&entry, 1, Int32(max(1, deadline.timeIntervalSinceNow * 1000))) == 1 else { continue }
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count == 0 { return (texts, nil) }
-            if count < 0 { if errno == EAGAIN || errno == EINTR { continue } else { return (texts, nil) } }
+            if count == 0 { return (texts, closeCode, .endOfStream) }
+            if count < 0 { if errno == EAGAIN || errno == EINTR { continue } else { return (texts, closeCode, .failed(errno)) } }
             pending += buffer[0..<count]
         }
-        return (texts, nil)
+        return (texts, closeCode, .open)
     }
 
     /// Writes everything (blocking); false if the connection is gone.

@@ -178,9 +178,11 @@ final class ReidentificationTests: XCTestCase {
         // The claim is no better than chance: `stream.correct` within the 95 % bound of random
         // matchings (`permutationNullDistribution`; the binomial bound, which treats every
         // prediction as independent, is a little stricter), and the same for the stronger
-        // adversary. The last run, with the strict level as the default: 248 / 1080 (23.0 %)
-        // against a bound of 248, P = 0.052, and the stronger adversary 241 (22.3 %) against 243,
-        // P = 0.068: within chance for both, narrowly; through the filter alone (the standard
+        // adversary. The last run, with the strict level as the default (its own blinks seeded per
+        // session, so the figure is the same on every run): 258 / 1080 (23.9 %) against a bound
+        // of 246, P = 0.013, and the stronger adversary 249 (23.1 %) against 242, P = 0.022: a
+        // little above chance for both (with unseeded blinks two runs read 23.0 and 24.1 %, the
+        // first within chance); through the filter alone (the standard
         // level) 252 (23.3 %, P = 0.025) and 264 (24.4 %); an earlier release 24.7 %. Other samples of nine runs (VEIL_REID_SEED_OFFSET) differ by
         // several points: runs 9–17 are within chance for both adversaries (21.1 and 21.1 %), runs
         // 18–26 are not (24.8 and 27.9 %). Without the privacy filter 70.5 % and 91.3 %. What is
@@ -188,11 +190,11 @@ final class ReidentificationTests: XCTestCase {
         // mouth, blinks and head pose the landmark model reads with different strength and
         // cross-talk (docs/privacy.md). Until that is closed this guards the measured state.
         XCTAssertLessThanOrEqual(pooled.score.accuracy, 0.26,
-                                 "the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 22.3 %)")
+                                 "the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 23.1 %)")
         XCTAssertGreaterThan(pooledFull.score.accuracy, pooled.score.accuracy + 0.5, "the privacy filter no longer stops the stronger adversary")
         XCTAssertLessThan(stream.accuracy, landmarks.accuracy - 0.5, "the stream identifies people almost as well as raw landmarks")
         XCTAssertLessThanOrEqual(stream.accuracy, 0.245,
-                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 23.0 %; chance \(Self.percent(chance)), bound \(bound) correct)")
+                                 "the transmitted stream became more identifying: \(Self.percent(stream.accuracy)) (last measured 23.9 %; chance \(Self.percent(chance)), bound \(bound) correct)")
         XCTAssertGreaterThan(fullExpression.accuracy, stream.accuracy + 0.3, "the privacy filter no longer lowers re-identification much")
         XCTAssertLessThan(exactFiltered.accuracy, exact.accuracy, "on the exact mesh, the privacy filter no longer lowers re-identification")
         // The performances are drawn from the same statistics for everyone: if they named people,
@@ -204,8 +206,9 @@ final class ReidentificationTests: XCTestCase {
     /// The same experiment with every face presented at one size (180 pixels wide in 640×480,
     /// about a face at arm's length from a laptop camera): how much of what identifies people in
     /// the main experiment comes from their faces' very different sizes there (46–197 pixels).
-    /// The last run (the strict level): 278 / 1080 (25.7 %; bound 247 under random matchings and 238
-    /// binomial, P = 0.0006: above chance), the stronger adversary 306 (28.3 %); the filter alone
+    /// The last run (the strict level, its blinks seeded per session): 271 / 1080 (25.1 %; bound 251
+    /// under random matchings and 238 binomial, P = 0.006: above chance), the stronger adversary
+    /// 300 (27.8 %); the filter alone
     /// 273 (25.3 %) and 331 (30.6 %); without the privacy filter
     /// 70.4 %; the previous release 26.7 % on the same nine runs. This is where the stream still
     /// carries the most: the stronger adversary names the person 31–33 % of the time on all three
@@ -229,9 +232,9 @@ final class ReidentificationTests: XCTestCase {
         print("  diagnostic, jaw, blinks, smile, brows and yaw as performed: \(Self.percent(performedChannels.accuracy)); the performance alone: \(Self.percent(performance.accuracy))")
         XCTAssertGreaterThanOrEqual(landmarks.accuracy, 0.9, "raw landmarks should still identify people")
         XCTAssertLessThan(stream.accuracy, full.accuracy - 0.3, "the privacy filter should lower re-identification here too")
-        XCTAssertLessThanOrEqual(stream.accuracy, 0.265, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 25.7 %)")
+        XCTAssertLessThanOrEqual(stream.accuracy, 0.265, "faces of one size became more identifiable: \(Self.percent(stream.accuracy)) (last measured 25.1 %)")
         XCTAssertLessThanOrEqual(pooled.score.accuracy, 0.32,
-                                 "at one size the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 28.3 %)")
+                                 "at one size the stronger adversary identifies people more often: \(Self.percent(pooled.score.accuracy)) (last measured 27.8 %)")
     }
 
     /// The comparison: the same classifier on the raw landmarks the replaced approach sent.
@@ -416,7 +419,11 @@ final class ReidentificationTests: XCTestCase {
         // as ExpressionCapture applies it (estimator, privacy stage, frame; no voice here, so the
         // camera's jaw), so one tracking run gives both streams.
         let capture = ExpressionCapture(tracker: tracker, privacy: .off)
-        var filter = ExpressionPrivacy(level: .default), exactFilter = ExpressionPrivacy(level: .default)
+        // The strict level draws its own blinks; seeded per session, so that the guard's figure is
+        // the same on every run (the seed is a hash, never the person: blinks name nobody).
+        let privacySeed = 0xB11C_0000 &+ UInt64(person) &* 1000 &+ UInt64(session)
+        var filter = ExpressionPrivacy(level: .default, seed: privacySeed)
+        var exactFilter = ExpressionPrivacy(level: .default, seed: privacySeed)
         var exactEstimator = ExpressionEstimator()
         var image = RGBImage(width: 640, height: 480)
         var sent: [ExpressionFrame] = [], full: [ExpressionFrame] = [], meshes: [[Point3]?] = []
