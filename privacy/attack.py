@@ -35,7 +35,7 @@ WIDTH = SHAPES + 6  # coefficients, yaw, pitch, roll, gaze x, gaze y, tracked
 # Column indices by name, from the recording's columns.json (set by load()).
 I = {}
 YAW, PITCH, ROLL, GX, GY, TRACKED = SHAPES, SHAPES + 1, SHAPES + 2, SHAPES + 3, SHAPES + 4, SHAPES + 5
-# The script's columns (jaw drop, blinks, smile, brow raise, yaw, frown, pucker, pitch; set by load()).
+# The script's columns (jaw drop, blinks, smile, brow raise, yaw, frown, pucker, pitch, gaze; set by load()).
 T = {}
 STREAMS = []  # what each privacy level sends, the default first (set by load())
 
@@ -253,7 +253,7 @@ def split_by_length(mask, frames):
 # held longer; both are shown by the pucker or funnel coefficients, so each one's precision counts
 # shown events that overlap either.
 CLASSES = ["speech mouth shapes", "jaw (syllables)", "smile", "brow raise", "frown", "pucker (held)", "blink", "wink",
-           "nod (≥ 4°)", "turn (≥ 5°)"]
+           "nod (≥ 4°)", "turn (≥ 5°)", "glance (≥ 8°)"]
 
 
 def expression_table(sessions, stream):
@@ -280,6 +280,7 @@ def expression_table(sessions, stream):
             "wink": ((blink_l ^ blink_r), (shown_l & (f[:, I["eyeBlinkRight"]] < 0.2)) | (shown_r & (f[:, I["eyeBlinkLeft"]] < 0.2)), None),
             "nod (≥ 4°)": (np.abs(truth[:, T["headPitch"]]) >= 4, np.abs(f[:, PITCH]) >= 2.5, None),
             "turn (≥ 5°)": (np.abs(truth[:, T["headYaw"]]) >= 5, np.abs(f[:, YAW]) >= 3, None),
+            "glance (≥ 8°)": (np.abs(truth[:, T["gazeYaw"]]) >= 8, np.abs(f[:, GX]) >= 0.06, None),
         }
         for name, (scripted, shown, anything) in classes.items():
             recall, precision = recall_precision(scripted & tracked, shown & tracked, int(0.3 * fps),

@@ -27,13 +27,19 @@ public enum FacialAction: String, CaseIterable, Codable, Sendable {
     /// Head nod in degrees about the horizontal axis, with Veil's `HeadPose.pitch` sign: positive
     /// tilts the chin up.
     case headPitch
+    /// Eye turn in degrees, both eyes, with `headYaw`'s sign: positive looks towards the person's
+    /// own left (the pupils move towards the viewer's right) by 0.4 eye widths × sin(angle).
+    case gazeYaw
+    /// Eye turn in degrees up (positive) or down, both eyes, the pupils moving 0.4 eye widths ×
+    /// sin(angle) towards the forehead.
+    case gazePitch
 
     /// The values a script may use for this action.
     public var range: ClosedRange<Double> {
         switch self {
         case .jawDrop: return 0...0.3
         case .blinkLeft, .blinkRight, .smile, .browRaise, .frown, .pucker: return 0...1
-        case .headYaw, .headPitch: return -30...30
+        case .headYaw, .headPitch, .gazeYaw, .gazePitch: return -30...30
         }
     }
 }
@@ -58,13 +64,19 @@ public struct ScriptState: Equatable, Codable, Sendable {
     public var pucker: Double
     /// Head nod in degrees (positive: chin up).
     public var headPitch: Double
+    /// Eye turn in degrees (positive: towards the person's own left).
+    public var gazeYaw: Double
+    /// Eye turn in degrees (positive: up).
+    public var gazePitch: Double
 
     /// A state with the given action values (all zero by default).
     public init(jawDrop: Double = 0, blinkLeft: Double = 0, blinkRight: Double = 0, smile: Double = 0,
-                browRaise: Double = 0, headYaw: Double = 0, frown: Double = 0, pucker: Double = 0, headPitch: Double = 0) {
+                browRaise: Double = 0, headYaw: Double = 0, frown: Double = 0, pucker: Double = 0, headPitch: Double = 0,
+                gazeYaw: Double = 0, gazePitch: Double = 0) {
         self.jawDrop = jawDrop; self.blinkLeft = blinkLeft; self.blinkRight = blinkRight
         self.smile = smile; self.browRaise = browRaise; self.headYaw = headYaw
         self.frown = frown; self.pucker = pucker; self.headPitch = headPitch
+        self.gazeYaw = gazeYaw; self.gazePitch = gazePitch
     }
 
     /// The photo's own face: every action at zero.
@@ -93,6 +105,8 @@ public struct ScriptState: Equatable, Codable, Sendable {
             case .frown: return frown
             case .pucker: return pucker
             case .headPitch: return headPitch
+            case .gazeYaw: return gazeYaw
+            case .gazePitch: return gazePitch
             }
         }
         set {
@@ -106,6 +120,8 @@ public struct ScriptState: Equatable, Codable, Sendable {
             case .frown: frown = newValue
             case .pucker: pucker = newValue
             case .headPitch: headPitch = newValue
+            case .gazeYaw: gazeYaw = newValue
+            case .gazePitch: gazePitch = newValue
             }
         }
     }
@@ -135,6 +151,10 @@ public struct GroundTruthFrame: Equatable, Codable, Sendable {
     public var pucker: Double
     /// See `FacialAction.headPitch` (degrees).
     public var headPitch: Double
+    /// See `FacialAction.gazeYaw` (degrees).
+    public var gazeYaw: Double
+    /// See `FacialAction.gazePitch` (degrees).
+    public var gazePitch: Double
 
     /// The ground truth of frame `frame` at `timeSeconds` in `state`.
     public init(frame: Int, timeSeconds: Double, state: ScriptState) {
@@ -142,12 +162,14 @@ public struct GroundTruthFrame: Equatable, Codable, Sendable {
         jawDrop = state.jawDrop; blinkLeft = state.blinkLeft; blinkRight = state.blinkRight
         smile = state.smile; browRaise = state.browRaise; headYaw = state.headYaw
         frown = state.frown; pucker = state.pucker; headPitch = state.headPitch
+        gazeYaw = state.gazeYaw; gazePitch = state.gazePitch
     }
 
     /// The scripted state of this frame.
     public var state: ScriptState {
         ScriptState(jawDrop: jawDrop, blinkLeft: blinkLeft, blinkRight: blinkRight, smile: smile,
-                    browRaise: browRaise, headYaw: headYaw, frown: frown, pucker: pucker, headPitch: headPitch)
+                    browRaise: browRaise, headYaw: headYaw, frown: frown, pucker: pucker, headPitch: headPitch,
+                    gazeYaw: gazeYaw, gazePitch: gazePitch)
     }
 }
 
@@ -259,7 +281,7 @@ public struct ExpressionScript: Equatable, Sendable {
 
     /// Ground truth as JSON lines: one object per frame with keys `frame`, `timeSeconds`, `jawDrop`,
     /// `blinkLeft`, `blinkRight`, `smile`, `browRaise`, `headYaw`, `frown`, `pucker`, `headPitch`,
-    /// each line ending in a newline.
+    /// `gazeYaw`, `gazePitch`, each line ending in a newline.
     public func groundTruthJSONLines() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

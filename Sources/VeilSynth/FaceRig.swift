@@ -254,6 +254,8 @@ struct FaceRig: Sendable {
     /// Triangles filling the inner-lip loop (drawn as the mouth's inside).
     let mouthTriangles: [(Int, Int, Int)]
     let innerLips: ChainPair
+    /// The eyes' lid chains (the person's left eye, then the right), whose openings turn with the gaze.
+    let eyes: [ChainPair]
     /// Displacement of each mesh point per unit of the action (jaw: per unit of `jawDrop`).
     let jaw: [Point2], blinkLeft: [Point2], blinkRight: [Point2], smile: [Point2], browRaise: [Point2]
     let frown: [Point2], pucker: [Point2]
@@ -267,6 +269,7 @@ struct FaceRig: Sendable {
         faceHeight = face.faceHeight
         mouthWidth = face.mouthWidth
         innerLips = face.innerLips
+        eyes = [face.leftEye, face.rightEye]
         pivotDepth = mesh.map(\.z).reduce(0, +) / Float(n)
         let outerEyeCorners = [face.leftEye, face.rightEye].compactMap { eye -> Int? in
             guard let a = eye.upper.first, let b = eye.upper.last else { return nil }

@@ -53,6 +53,7 @@ public struct TalkingFaceSynthesizer: Sendable {
         drawMouth(destination, into: &output)
         Raster.warp(source: photo, triangles: rig.warpTriangles, sourcePoints: rig.basePoints,
                     destinationPoints: destination, into: &output)
+        turnEyes(state.clamped, destination, into: &output)
     }
 
     /// The frame for `state` as a new image.
@@ -114,6 +115,66 @@ public struct TalkingFaceSynthesizer: Sendable {
                             o[1] = Raster.byte(g + (inside.y - g) * a)
                             o[2] = Raster.byte(b + (inside.z - b) * a)
                             o += 3
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The pupils' travel for a gaze of `state`, in eye widths: an eyeball's radius is about 0.4 of
+    /// the eye's opening (12 of 30 mm), so an eye turned by θ moves its pupil 0.4 × sin θ.
+    static func pupilTravel(_ state: ScriptState) -> (along: Float, up: Float) {
+        (0.4 * Float(sin(state.gazeYaw * .pi / 180)), 0.4 * Float(sin(state.gazePitch * .pi / 180)))
+    }
+
+    /// Turns the eyes for `state`'s gaze: inside each eye's opening the warped picture slides by
+    /// the pupil's travel, fully over the middle of the opening and not at all at the corners and
+    /// the lid margins, so the iris moves while the sclera gives way around it and the lids stay.
+    /// Every pixel reads the picture at its own position less the slide there, which stays one to
+    /// one (the slide changing by less than a pixel per pixel) up to about 25° sideways and 10° up
+    /// or down, as far as the opening lets a pupil go without the lids following.
+    private func turnEyes(_ state: ScriptState, _ destination: [Point2], into output: inout RGBImage) {
+        let travel = Self.pupilTravel(state)
+        guard travel.along != 0 || travel.up != 0 else { return }
+        let unturned = output
+        let w = output.width, h = output.height
+        let up = rig.frame.up
+        for eye in rig.eyes {
+            guard let first = eye.upper.first, let last = eye.upper.last else { continue }
+            let axis = destination[last] - destination[first]
+            let width = (axis * axis).sum().squareRoot()
+            guard width >= 2 else { continue }
+            let along = axis / width
+            var normal = Point2(-along.y, along.x)
+            if (normal * up).sum() < 0 { normal = -normal }
+            let slide = along * (travel.along * width) + normal * (travel.up * width)
+            // Per lid point: the fraction of the way from corner to corner, and the side (0 the
+            // lower lid, 1 the upper; the corners count as upper, and do not move either way).
+            var local: [Int: Point2] = [:]
+            for (chain, side) in [(eye.lower, Float(0)), (eye.upper, 1)] {
+                for i in chain { local[i] = Point2(((destination[i] - destination[first]) * along).sum() / width, side) }
+            }
+            unturned.pixels.withUnsafeBufferPointer { srcBuf in
+                output.pixels.withUnsafeMutableBufferPointer { dstBuf in
+                    guard let src = srcBuf.baseAddress, let dst = dstBuf.baseAddress else { return }
+                    for t in eye.stripTriangles(points: destination) {
+                        let d0 = destination[t.0], d1 = destination[t.1], d2 = destination[t.2]
+                        guard let l0 = local[t.0], let l1 = local[t.1], let l2 = local[t.2],
+                              let map = Raster.affine(from: d0, d1, d2, to: l0, l1, l2) else { continue }
+                        Raster.forEachSpan(d0, d1, d2, width: w, height: h) { y, x0, x1 in
+                            let yc = Float(y) + 0.5
+                            var o = dst + (y * w + x0) * 3
+                            for x in x0...x1 {
+                                let p = Point2(Float(x) + 0.5, yc)
+                                let c = map.a * p.x + map.b * p.y + map.c
+                                let weight = smoothstep(0, 0.3, c.x) * smoothstep(0, 0.3, 1 - c.x)
+                                    * smoothstep(0, 0.35, c.y) * smoothstep(0, 0.35, 1 - c.y)
+                                let from = p - slide * weight
+                                let (r, g, b) = Raster.sample(src, w, h, from.x, from.y)
+                                o[0] = Raster.byte(r); o[1] = Raster.byte(g); o[2] = Raster.byte(b)
+                                o += 3
+                            }
                         }
                     }
                 }

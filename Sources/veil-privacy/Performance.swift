@@ -9,8 +9,8 @@ import VeilSynth
 /// Phrases of syllables (jaw drops of varied depth, some closing fully, one in five with rounded
 /// lips as in "oo") separated by pauses, as in conversation, and now and then a pucker held in a
 /// pause; blinks at irregular intervals, now and then a double blink or a wink; smiles, frowns and
-/// brow raises of varied length and strength; head turns and nods. Every timing is random per
-/// session.
+/// brow raises of varied length and strength; head turns and nods; glances to the side. Every
+/// timing is random per session.
 struct Performance {
     static let framesPerSecond = 30.0
 
@@ -106,10 +106,24 @@ struct Performance {
                  peak: (chance(0.6) ? -1 : 1) * uniform(4...15))
             t = (pitch.last?.time ?? t) + uniform(4...15)
         }
+        // Glances every 2–10 s: the eyes turn 8–25° to one side (one in three also 5–10° up or
+        // down) in a saccade of 40–80 ms, stay 0.3–2.5 s and come back.
+        var gazeYaw: [K] = [], gazePitch: [K] = []
+        t = uniform(0.5...5)
+        while t < end {
+            let rise = uniform(0.04...0.08), hold = uniform(0.3...2.5), fall = uniform(0.04...0.08)
+            let sideways = (chance(0.5) ? 1 : -1) * uniform(8...25)
+            let vertical = chance(1.0 / 3) ? (chance(0.5) ? 1 : -1) * uniform(5...10) : 0
+            guard t + rise + hold + fall < end else { break }
+            bump(&gazeYaw, at: t, rise: rise, hold: hold, fall: fall, peak: sideways)
+            if vertical != 0 { bump(&gazePitch, at: t, rise: rise, hold: hold, fall: fall, peak: vertical) }
+            t += rise + hold + fall + uniform(2...10)
+        }
         return try ExpressionScript(framesPerSecond: framesPerSecond, duration: seconds,
                                     tracks: [.jawDrop: jaw, .blinkLeft: left, .blinkRight: right,
                                              .smile: smile, .browRaise: brow, .headYaw: yaw,
-                                             .frown: frown, .pucker: pucker, .headPitch: pitch])
+                                             .frown: frown, .pucker: pucker, .headPitch: pitch,
+                                             .gazeYaw: gazeYaw, .gazePitch: gazePitch])
     }
 
     /// The loudness of the voice (RMS, samples in -1…1) while the jaw is `jawDrop` open: silence

@@ -34,7 +34,7 @@ struct Recorder {
     static let streamWidth = BlendShape.allCases.count + 6
     /// The script's actions, in the order of a truth row.
     static let truthColumns: [FacialAction] = [.jawDrop, .blinkLeft, .blinkRight, .smile, .browRaise, .headYaw,
-                                               .frown, .pucker, .headPitch]
+                                               .frown, .pucker, .headPitch, .gazeYaw, .gazePitch]
     static let meshPoints = 468
 
     struct Job { var person: Int; var session: Int }

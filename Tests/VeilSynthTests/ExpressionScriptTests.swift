@@ -106,7 +106,7 @@ final class ExpressionScriptTests: XCTestCase {
         XCTAssertEqual(frames[20].state, script.state(at: 0.8))
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Double])
         XCTAssertEqual(Set(object.keys), ["frame", "timeSeconds", "jawDrop", "blinkLeft", "blinkRight", "smile", "browRaise", "headYaw",
-                                        "frown", "pucker", "headPitch"])
+                                        "frown", "pucker", "headPitch", "gazeYaw", "gazePitch"])
     }
 
     // MARK: - The built-in talking script

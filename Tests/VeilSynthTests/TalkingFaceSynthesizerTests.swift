@@ -71,6 +71,49 @@ final class TalkingFaceSynthesizerTests: XCTestCase {
         XCTAssertLessThan(TestImages.meanAbsDiff(leftOnly, neutral, in: box(mesh, regions[.rightEye] ?? [])), 0.5)
     }
 
+    /// A glance moves what lies inside the eyes' openings and nothing else; the iris's dark
+    /// middle moves the way the eyes turn.
+    func testAGlanceMovesOnlyInsideTheEyes() throws {
+        let (synth, mesh, topology) = try fixture()
+        let neutral = synth.frame(at: .neutral)
+        let regions = topology.regionIndices
+        let eyes = [FaceRegion.leftEye, .rightEye].map { box(mesh, regions[$0] ?? []) }
+        for yaw in [20.0, -20.0] {
+            let glance = synth.frame(at: ScriptState(gazeYaw: yaw))
+            TestImages.saveSample(glance, "gaze\(Int(yaw))")
+            XCTAssertEqual(synth.mesh(at: ScriptState(gazeYaw: yaw)), synth.mesh(at: .neutral), "the lids and the face stay")
+            for eye in eyes {
+                XCTAssertGreaterThan(TestImages.meanAbsDiff(glance, neutral, in: eye), 3, "\(yaw)°: the eye changes")
+                // The darkest column of the eye's middle third (the iris) moves by 0.4 × sin 20° of
+                // the eye's width, towards image right for a positive yaw.
+                let shift = darkestColumn(glance, in: eye) - darkestColumn(neutral, in: eye)
+                let expected = Float(0.4 * sin(yaw * .pi / 180)) * eye.width
+                print("glance \(yaw)°: the iris moved \(shift) px, expected about \(expected)")
+                XCTAssertEqual(shift, expected, accuracy: max(0.5 * abs(expected), 1.5))
+            }
+            let outside = Rect(x: 0, y: 0, width: Float(neutral.width), height: min(eyes[0].y, eyes[1].y) - 1)
+            XCTAssertEqual(TestImages.meanAbsDiff(glance, neutral, in: outside), 0, "above the eyes nothing changes")
+            let mouth = box(mesh, (regions[.outerLips] ?? []) + [152])
+            XCTAssertEqual(TestImages.meanAbsDiff(glance, neutral, in: mouth), 0)
+        }
+    }
+
+    /// The x of the darkest column (mean over the box's rows) within the middle of `box`.
+    private func darkestColumn(_ image: RGBImage, in box: Rect) -> Float {
+        let x0 = Int(box.x + 0.2 * box.width), x1 = Int(box.x + 0.8 * box.width)
+        let y0 = Int(box.y + 0.25 * box.height), y1 = max(y0 + 1, Int(box.y + 0.75 * box.height))
+        var best = (x: x0, value: Float.infinity)
+        for x in x0...x1 {
+            var sum: Float = 0
+            for y in y0..<y1 {
+                let i = (y * image.width + x) * 3
+                sum += Float(image.pixels[i]) + Float(image.pixels[i + 1]) + Float(image.pixels[i + 2])
+            }
+            if sum < best.value { best = (x, sum) }
+        }
+        return Float(best.x)
+    }
+
     func testMeshFollowsThePhysicalScript() throws {
         let (synth, mesh, _) = try fixture()
         let h = synth.faceHeight

@@ -116,6 +116,35 @@ final class ExpressionFidelityTests: XCTestCase {
         }
     }
 
+    /// Glances of the synthesised eyes reach the estimator's gaze: sideways glances of 10–25°
+    /// either way, held a second, on a face that otherwise keeps still.
+    func testGlancesReachTheGaze() throws {
+        let script = try ExpressionScript(parsing: """
+            duration 9
+            gazeYaw 0:0 1.5:0 1.56:20 2.5:20 2.56:0 4:0 4.06:-15 5:-15 5.06:0 6.5:0 6.56:25 7.5:25 7.56:0
+            """)
+        for photo in Self.photos {
+            let tracker = try MediaPipeFaceTracker()
+            let (image, _, _) = try Photos.image(photo).letterboxed(width: 640, height: 480)
+            guard let mesh = try tracker.landmarks(inStill: image)?.mesh else { throw VeilError.invalidInput("no face in \(photo)") }
+            let synth = try TalkingFaceSynthesizer(photo: image, mesh: mesh, topology: try VeilResources.meshTopology())
+            let capture = ExpressionCapture(tracker: tracker, privacy: .off)
+            var frame = RGBImage(width: 640, height: 480)
+            var truth: [Double] = [], gaze: [Double] = []
+            for t in script.groundTruth {
+                synth.frame(at: t.state, into: &frame)
+                let out = try capture.process(frame, captureTimeMicros: UInt64(t.timeSeconds * 1e6))
+                guard out.frame.state == .tracked, let g = out.frame.expression.gaze else { continue }
+                truth.append(t.gazeYaw); gaze.append(Double(g.x))
+            }
+            let r = Self.correlation(truth, gaze)
+            let at20 = zip(truth, gaze).filter { $0.0 == 20 }.map(\.1)
+            print("\(photo): gaze x r = \(r) over \(gaze.count) frames; at 20° \(at20.reduce(0, +) / Double(max(at20.count, 1)))")
+            XCTAssertGreaterThan(gaze.count, script.frameCount * 9 / 10, photo)
+            XCTAssertGreaterThanOrEqual(r, 0.8, photo)
+        }
+    }
+
     // MARK: helpers
 
     static func events(_ on: [Bool]) -> [ClosedRange<Int>] {
