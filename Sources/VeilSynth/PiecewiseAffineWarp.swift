@@ -132,6 +132,21 @@ enum Raster {
         }
     }
 
+    /// Calls `body(centre, pixel)` for each pixel whose centre lies inside the triangle (the spans
+    /// of `forEachSpan`), with a pointer to its three bytes in the RGB image at `pixels`.
+    @inline(__always)
+    static func forEachPixel(_ p0: Point2, _ p1: Point2, _ p2: Point2, in pixels: UnsafeMutablePointer<UInt8>,
+                             width: Int, height: Int, _ body: (Point2, UnsafeMutablePointer<UInt8>) -> Void) {
+        forEachSpan(p0, p1, p2, width: width, height: height) { y, x0, x1 in
+            let yc = Float(y) + 0.5
+            var o = pixels + (y * width + x0) * 3
+            for x in x0...x1 {
+                body(Point2(Float(x) + 0.5, yc), o)
+                o += 3
+            }
+        }
+    }
+
     /// Bilinear sample of `src` (width `w`, height `h`) at continuous pixel coordinates `(sx, sy)`,
     /// clamped to the image (NaN reads the first row or column).
     @inline(__always)

@@ -100,22 +100,16 @@ public struct TalkingFaceSynthesizer: Sendable {
                           let lookMap = Raster.affine(from: d0, d1, d2, to: Point2(central[t.0], opacity[t.0]),
                                                       Point2(central[t.1], opacity[t.1]), Point2(central[t.2], opacity[t.2]))
                     else { continue }
-                    Raster.forEachSpan(d0, d1, d2, width: w, height: h) { y, x0, x1 in
-                        let yc = Float(y) + 0.5
-                        var o = dst + (y * w + x0) * 3
-                        for x in x0...x1 {
-                            let p = Point2(Float(x) + 0.5, yc)
-                            let s = m.a * p.x + m.b * p.y + m.c
-                            let dg = depthMap.a * p.x + depthMap.b * p.y + depthMap.c
-                            let lo = lookMap.a * p.x + lookMap.b * p.y + lookMap.c
-                            let (r, g, b) = Raster.sample(src, w, h, s.x, s.y)
-                            let inside = Self.mouthColour(below: dg.x, gap: dg.y, central: lo.x, teeth: teeth)
-                            let a = min(max(lo.y, 0), 1)
-                            o[0] = Raster.byte(r + (inside.x - r) * a)
-                            o[1] = Raster.byte(g + (inside.y - g) * a)
-                            o[2] = Raster.byte(b + (inside.z - b) * a)
-                            o += 3
-                        }
+                    Raster.forEachPixel(d0, d1, d2, in: dst, width: w, height: h) { p, o in
+                        let s = m.a * p.x + m.b * p.y + m.c
+                        let dg = depthMap.a * p.x + depthMap.b * p.y + depthMap.c
+                        let lo = lookMap.a * p.x + lookMap.b * p.y + lookMap.c
+                        let (r, g, b) = Raster.sample(src, w, h, s.x, s.y)
+                        let inside = Self.mouthColour(below: dg.x, gap: dg.y, central: lo.x, teeth: teeth)
+                        let a = min(max(lo.y, 0), 1)
+                        o[0] = Raster.byte(r + (inside.x - r) * a)
+                        o[1] = Raster.byte(g + (inside.y - g) * a)
+                        o[2] = Raster.byte(b + (inside.z - b) * a)
                     }
                 }
             }
@@ -162,19 +156,13 @@ public struct TalkingFaceSynthesizer: Sendable {
                         let d0 = destination[t.0], d1 = destination[t.1], d2 = destination[t.2]
                         guard let l0 = local[t.0], let l1 = local[t.1], let l2 = local[t.2],
                               let map = Raster.affine(from: d0, d1, d2, to: l0, l1, l2) else { continue }
-                        Raster.forEachSpan(d0, d1, d2, width: w, height: h) { y, x0, x1 in
-                            let yc = Float(y) + 0.5
-                            var o = dst + (y * w + x0) * 3
-                            for x in x0...x1 {
-                                let p = Point2(Float(x) + 0.5, yc)
-                                let c = map.a * p.x + map.b * p.y + map.c
-                                let weight = smoothstep(0, 0.3, c.x) * smoothstep(0, 0.3, 1 - c.x)
-                                    * smoothstep(0, 0.35, c.y) * smoothstep(0, 0.35, 1 - c.y)
-                                let from = p - slide * weight
-                                let (r, g, b) = Raster.sample(src, w, h, from.x, from.y)
-                                o[0] = Raster.byte(r); o[1] = Raster.byte(g); o[2] = Raster.byte(b)
-                                o += 3
-                            }
+                        Raster.forEachPixel(d0, d1, d2, in: dst, width: w, height: h) { p, o in
+                            let c = map.a * p.x + map.b * p.y + map.c
+                            let weight = smoothstep(0, 0.3, c.x) * smoothstep(0, 0.3, 1 - c.x)
+                                * smoothstep(0, 0.35, c.y) * smoothstep(0, 0.35, 1 - c.y)
+                            let from = p - slide * weight
+                            let (r, g, b) = Raster.sample(src, w, h, from.x, from.y)
+                            o[0] = Raster.byte(r); o[1] = Raster.byte(g); o[2] = Raster.byte(b)
                         }
                     }
                 }
