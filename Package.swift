@@ -58,8 +58,16 @@ let package = Package(
         // The re-identification experiment's recorder (`make privacy`): measuring equipment, not Veil.
         .executableTarget(name: "veil-privacy", dependencies: ["VeilCore", "VeilVision", "VeilTracking", "VeilMedia", "VeilSynth"],
                           path: "Sources/veil-privacy"),
+        // What Veil's command-line tools share: messages and progress on stderr, the open-file limit.
+        .target(name: "VeilConsole"),
+        // `veil bench`'s measuring equipment: tracking, drawing, bandwidth, a real call, the room
+        // server under load and the peers beside Veil; the report, its JSON and its chart.
+        .target(name: "VeilBench",
+                dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth",
+                               "VeilServer", "VeilCall", "VeilConsole"]),
         .executableTarget(name: "veil",
-                          dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall"]),
+                          dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall",
+                                         "VeilConsole", "VeilBench"]),
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
         .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
@@ -69,6 +77,7 @@ let package = Package(
         .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilVision", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),
         .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilVision", "VeilMedia", "VeilTracking"]),
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore", "VeilVision"]),
+        .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision"]),
         .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "veil"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.
         .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilVision", "VeilRender", "VeilCairo", "veil"]),

@@ -98,6 +98,9 @@ extension AvatarStyle {
 }
 
 extension AvatarBackground {
+    /// What the avatar is drawn on unless told otherwise: `gradient`.
+    public static let `default` = gradient
+
     /// The default background: a dark blue gradient, calm behind either style.
     public static let gradient = AvatarBackground.verticalGradient(top: Color(rgb8: 0x3A, 0x4A, 0x6B),
                                                                    bottom: Color(rgb8: 0x1B, 0x22, 0x33))

@@ -6,7 +6,7 @@ import VeilRender
 /// Parses `--background`: a named background (gradient, dark, black, white, none), #rrggbb,
 /// gradient:#top,#bottom, or an image file (the avatar's virtual background).
 func parseBackground(_ text: String?) throws -> AvatarBackground {
-    guard let text, !text.isEmpty else { return defaultBackground }
+    guard let text, !text.isEmpty else { return AvatarBackground.default }
     if let named = AvatarBackground.named.first(where: { $0.name == text.lowercased() }) { return named.background }
     if let color = parseColor(text) { return .solid(color) }
     if text.lowercased().hasPrefix("gradient:") {
@@ -21,9 +21,6 @@ func parseBackground(_ text: String?) throws -> AvatarBackground {
     }
     return .image(CanvasImage(try ImageIO.load(URL(fileURLWithPath: text))))
 }
-
-/// A dark blue gradient: calm behind either style.
-let defaultBackground = AvatarBackground.gradient
 
 func parseColor(_ text: String) -> Color? {
     guard text.hasPrefix("#"), text.count == 7, let v = UInt32(text.dropFirst(), radix: 16) else { return nil }

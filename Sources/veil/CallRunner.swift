@@ -7,6 +7,7 @@ import VeilVision
 import VeilMedia
 import VeilRender
 import VeilTracking
+import VeilConsole
 
 /// Runs one participant of a call from the command line: camera or video → tracker → expression
 /// frames out (made from the voice instead when there is no camera or the face is out of view,
@@ -32,7 +33,7 @@ final class CallRunner: @unchecked Sendable {
         var output: Output = .none
         var size: (width: Int, height: Int) = (640, 480)
         var style: AvatarStyle = .mask
-        var backgrounds: [AvatarBackground] = [defaultBackground, .solid(Color(white: 0.12)), .none]
+        var backgrounds: [AvatarBackground] = [AvatarBackground.default, .solid(Color(white: 0.12)), .none]
         var duration: TimeInterval?
         var json = false
         var quiet = false

@@ -1,6 +1,7 @@
 import Foundation
 import VeilCall
 import VeilCore
+import VeilConsole
 #if canImport(Glibc)
 import Glibc
 #endif

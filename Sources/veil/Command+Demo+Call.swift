@@ -5,6 +5,8 @@ import VeilCore
 import VeilRender
 import VeilServer
 import VeilSynth
+import VeilConsole
+import VeilMedia
 
 /// The call demo: an embedded server and two participants in one process, over real WebRTC.
 func runCallDemo(out: URL, seconds: TimeInterval, quiet: Bool) throws {
@@ -68,18 +70,6 @@ func runCallDemo(out: URL, seconds: TimeInterval, quiet: Bool) throws {
     try encoder.encode(all).write(to: URL(fileURLWithPath: path("report.json")))
     print(callDemoTable(all, people: people.map(\.0)))
     print("written to       \(out.path)/ (alice.mp4, bob.mp4, report.json)")
-}
-
-/// espeak-ng's voice for `text` as a WAV, or nil when espeak-ng is missing.
-func speak(_ text: String, voice: String, to path: String) throws -> String? {
-    let candidates = ["/usr/bin/espeak-ng", "/usr/local/bin/espeak-ng"]
-    guard let tool = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else { return nil }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = ["-v", voice, "-s", "150", "-w", path, text]
-    try process.run()
-    process.waitUntilExit()
-    return process.terminationStatus == 0 ? path : nil
 }
 
 func callDemoTable(_ reports: [String: CallRunner.Report], people: [String]) -> String {

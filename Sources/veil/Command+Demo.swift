@@ -5,6 +5,7 @@ import VeilVision
 import VeilMedia
 import VeilRender
 import VeilSynth
+import VeilConsole
 
 let demoCommand = Command(name: "demo", help: """
 USAGE: veil demo [--out DIR] [--seconds S]
@@ -130,9 +131,9 @@ func writePreview(moments: [(frame: Int, label: String)], inputs: [Int: (RGBImag
         }
         let expression = moment.frame < received.count ? received[moment.frame].expression : .neutral
         renderer.render(expression, into: canvas, rect: Rect(x: Float(cell.w), y: y, width: Float(cell.w), height: Float(cell.h)),
-                        style: .sketch, background: defaultBackground)
+                        style: .sketch, background: AvatarBackground.default)
         renderer.render(expression, into: canvas, rect: Rect(x: Float(2 * cell.w), y: y, width: Float(cell.w), height: Float(cell.h)),
-                        style: .mask, background: defaultBackground)
+                        style: .mask, background: AvatarBackground.default)
         if canvas.supportsText {
             canvas.drawText("\(moment.label) (frame \(moment.frame))", at: Point2(8, y + 20), size: 15, color: Color(white: 1))
         }

@@ -5,6 +5,7 @@ import VeilVision
 import VeilMedia
 import VeilRender
 import VeilTracking
+import VeilConsole
 
 let renderCommand = Command(name: "render", help: """
 USAGE: veil render INPUT -o OUTPUT [options]
@@ -69,7 +70,7 @@ struct RenderJob {
     var input: String
     var output: String
     var style: AvatarStyle = .mask
-    var background: AvatarBackground = defaultBackground
+    var background: AvatarBackground = AvatarBackground.default
     var expressionsPath: String?
     var sideBySide = false
     /// The privacy level of the expressions rendered (and written with `--expressions`).
@@ -234,8 +235,3 @@ func median(_ values: [Double]) -> Double {
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
-func monotonicMilliseconds() -> Double {
-    var t = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
-}

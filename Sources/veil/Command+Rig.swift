@@ -1,6 +1,7 @@
 import Foundation
 import VeilCore
 import VeilRender
+import VeilConsole
 
 let rigCommand = Command(name: "rig", help: """
 USAGE: veil rig --out PATH

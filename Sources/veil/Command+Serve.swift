@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import VeilCore
 import VeilServer
+import VeilConsole
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -4,6 +4,7 @@ import VeilVision
 import VeilMedia
 import VeilSynth
 import VeilTracking
+import VeilConsole
 
 let synthCommand = Command(name: "synth", help: """
 USAGE: veil synth PHOTO -o CLIP [options]

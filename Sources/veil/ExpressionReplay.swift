@@ -4,6 +4,7 @@ import VeilCore
 import VeilVision
 import VeilMedia
 import VeilRender
+import VeilConsole
 
 /// Reads the JSON lines `veil render --expressions` writes back into ExpressionFrames: what a
 /// receiver would have got, so the avatar can be drawn again without the video it came from.

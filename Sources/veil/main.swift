@@ -1,4 +1,5 @@
 import Foundation
+import VeilConsole
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -7,6 +7,8 @@ import VeilVision
 import VeilRender
 import VeilServer
 import VeilTracking
+import VeilConsole
+import VeilMedia
 
 /// The call part of `veil bench`: a real two-person call inside this process. An embedded room
 /// server listens on a free port on 127.0.0.1; alice waits in the room and bob joins it several times
@@ -549,9 +551,9 @@ final class CallParticipant: @unchecked Sendable {
                     if playout.source == .frame || playout.source == .interpolated, !session.isMuted(remote), let dominant {
                         lead = LipSync.audioLeadMicros(audioMediaTimeMicros: playout.mediaTimeMicros, sourceTimeMicros: dominant.captureTimeMicros)
                     }
-                    views.append(CompositorView(expression: playout.expression, label: remote, style: .mask, background: defaultBackground))
+                    views.append(CompositorView(expression: playout.expression, label: remote, style: .mask, background: AvatarBackground.default))
                 }
-                let me = CompositorView(expression: own.withLock { $0 }, label: "you", style: .mask, background: defaultBackground)
+                let me = CompositorView(expression: own.withLock { $0 }, label: "you", style: .mask, background: AvatarBackground.default)
                 Compositor(layout: views.isEmpty ? .grid : .pictureInPicture).render(views + [me], with: renderer, into: canvas)
                 canvas.copy(into: &image)
                 let drawn = session.mediaTimeMicros

@@ -1,7 +1,7 @@
 import Foundation
 import VeilCore
 import XCTest
-@testable import veil
+@testable import VeilBench
 
 /// The pieces of `veil bench`'s bandwidth comparison that are pure: the OSC encoder (against the
 /// OSC 1.0 specification's own examples), the VMC frame built on it, and the header model.

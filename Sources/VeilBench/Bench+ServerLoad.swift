@@ -4,6 +4,7 @@ import Synchronization
 import VeilCall
 import VeilCore
 import VeilGLib
+import VeilConsole
 #if canImport(Glibc)
 import Glibc
 #endif

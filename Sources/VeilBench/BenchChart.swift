@@ -10,7 +10,7 @@ import VeilRender
 /// It knows nothing about where the numbers come from: give it bars (label, value, whether it is
 /// Veil's) per panel. `BenchReport.chart` fills it from a `veil bench` run; other measurements
 /// (tracking peers, say) add bars to a panel the same way.
-struct BenchChart {
+public struct BenchChart {
     /// One bar.
     struct Bar {
         var label: String
@@ -221,7 +221,7 @@ struct BenchChart {
     }
 
     /// Renders and writes the chart as a PNG file at `path`.
-    func writePNG(to path: String) throws {
+    public func writePNG(to path: String) throws {
         try render().canvas.writePNG(to: path)
     }
 
@@ -333,7 +333,7 @@ struct BenchChart {
 extension BenchReport {
     /// The chart of this run: milliseconds per frame (tracking and drawing) and bytes per second
     /// (the bandwidth comparison, when measured).
-    var chart: BenchChart {
+    public var chart: BenchChart {
         var speed: [BenchChart.Bar] = [
             BenchChart.Bar(label: "Veil: track → wire bytes", value: tracking.total.p50, isVeil: true),
         ]

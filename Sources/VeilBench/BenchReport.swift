@@ -38,7 +38,7 @@ struct Stats: Codable {
 }
 
 /// The results of one `veil bench` run: what `latest.json` holds and `latest.md` shows.
-struct BenchReport: Codable {
+public struct BenchReport: Codable {
     var date = ISO8601DateFormatter().string(from: Date())
     var machine: Machine
     var framesPerClip: Int
@@ -267,7 +267,7 @@ struct BenchReport: Codable {
     static func rounded(_ value: Double) -> Double { (value * 10_000).rounded() / 10_000 }
 
     /// The report as pretty-printed JSON with sorted keys (stable diffs between runs).
-    func json() throws -> Data {
+    public func json() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(self) + Data("\n".utf8)
@@ -276,7 +276,7 @@ struct BenchReport: Codable {
     // MARK: Markdown
 
     /// The report as Markdown: what `veil bench` prints and writes to latest.md.
-    var markdown: String {
+    public var markdown: String {
         func ms(_ v: Double) -> String { String(format: "%.2f", v) }
         func row(_ name: String, _ s: Stats, bold: Bool = false) -> String {
             bold ? "| **\(name)** | **\(ms(s.p50))** | \(ms(s.p95)) | \(ms(s.mean)) |"

@@ -5,19 +5,19 @@ import Glibc
 
 /// The process's open-file limit (RLIMIT_NOFILE), raised so that a thousand sockets fit. Child
 /// processes inherit it.
-enum OpenFileLimit {
+public enum OpenFileLimit {
     /// The limit after trying to raise it.
-    struct Outcome: Codable {
-        var soft: UInt64
-        var hard: UInt64
+    public struct Outcome: Codable, Sendable {
+        public var soft: UInt64
+        public var hard: UInt64
         /// The soft limit before, when it was raised.
-        var raisedFrom: UInt64?
+        public var raisedFrom: UInt64?
         /// Why it could not be read or raised.
-        var problem: String?
+        public var problem: String?
     }
 
     /// Raises the soft limit to the hard one (capped at 1 << 20; unlimited hard limits are common).
-    static func raiseToHard() -> Outcome {
+    public static func raiseToHard() -> Outcome {
         var limit = rlimit()
         let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
         guard getrlimit(resource, &limit) == 0 else {

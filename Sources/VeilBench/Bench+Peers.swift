@@ -3,6 +3,7 @@ import VeilCore
 import VeilVision
 import VeilMedia
 import VeilTracking
+import VeilConsole
 
 /// Veil's tracker beside what users would run instead, on the same frames: dlib the way
 /// face_recognition runs it, and MediaPipe Face Mesh from PyPI (without and with refined

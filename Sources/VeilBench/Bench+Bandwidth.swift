@@ -3,6 +3,7 @@ import VeilCore
 import VeilVision
 import VeilMedia
 import VeilTracking
+import VeilConsole
 
 /// `veil bench`'s bandwidth comparison: what sending the same talking clips would cost as Veil's
 /// ExpressionFrames, as the landmarks the seed app sent, as VMC blendshape messages, and as

@@ -4,21 +4,21 @@ import Glibc
 #endif
 
 /// Output helpers: messages on stderr, a progress bar with ETA when stderr is a terminal.
-enum Terminal {
-    static let isInteractive = isatty(STDERR_FILENO) != 0
+public enum Terminal {
+    public static let isInteractive = isatty(STDERR_FILENO) != 0
 
-    static func error(_ message: String) {
+    public static func error(_ message: String) {
         FileHandle.standardError.write(Data("veil: error: \(message)\n".utf8))
     }
 
-    static func note(_ message: String) {
+    public static func note(_ message: String) {
         FileHandle.standardError.write(Data("\(message)\n".utf8))
     }
 }
 
 /// A one-line progress bar (`[#####-----] 42/100 frames  12.3 fps  ETA 0:05`), redrawn at most
 /// ten times a second on a terminal; plain percentage lines every 25 % otherwise.
-final class ProgressBar {
+public final class ProgressBar {
     private let total: Int?
     private let label: String
     private let start = Date()
@@ -26,13 +26,13 @@ final class ProgressBar {
     private var lastQuarter = -1
     private let quiet: Bool
 
-    init(total: Int?, label: String, quiet: Bool = false) {
+    public init(total: Int?, label: String, quiet: Bool = false) {
         self.total = total.flatMap { $0 > 0 ? $0 : nil }
         self.label = label
         self.quiet = quiet
     }
 
-    func update(_ done: Int) {
+    public func update(_ done: Int) {
         guard !quiet else { return }
         let elapsed = Date().timeIntervalSince(start)
         let rate = elapsed > 0 ? Double(done) / elapsed : 0
@@ -59,11 +59,11 @@ final class ProgressBar {
         }
     }
 
-    func finish() {
+    public func finish() {
         if !quiet && Terminal.isInteractive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
     }
 
-    static func clock(_ seconds: Double) -> String {
+    public static func clock(_ seconds: Double) -> String {
         let s = Int(seconds.rounded())
         return String(format: "%d:%02d", s / 60, s % 60)
     }

@@ -2,7 +2,7 @@ import Foundation
 import VeilCore
 import VeilVision
 import XCTest
-@testable import veil
+@testable import VeilBench
 
 /// The bench chart draws what it is given: bars as long as their values say, on a linear and a
 /// logarithmic scale, Veil's in its own colour, into a real PNG.
