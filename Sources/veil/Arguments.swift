@@ -91,8 +91,8 @@ struct Arguments {
                                your voice; smiles, frowns, brow raises, puckers, nods and turns are
                                sent as events of one strength; the avatar blinks on its own; no
                                gaze. standard: each channel in your own range, with its strength
-                               and timing, your blinks and gaze. off (or --full-expression): every
-                               coefficient the estimator reads, as read: winks, one-sided and
-                               subtler expressions, and your face's signature
+                               and timing, your blinks, and looks away past a dead zone. off (or
+                               --full-expression): every coefficient the estimator reads, as read:
+                               winks, one-sided and subtler expressions, and your face's signature
     """
 }
