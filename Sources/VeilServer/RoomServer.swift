@@ -502,7 +502,7 @@ final class ServerCore: @unchecked Sendable {
                     feed(.invalid(SignalingError(code, error.reason), from: id))
                 }
                 session.finishAfterFlush(closeCode: error.closeCode)
-                if closing[id] == nil { closing[id] = clock().monotonic + Self.closeTimeout }
+                startCloseTimeout(id, at: clock().monotonic)
                 return
             }
             switch event {
@@ -535,6 +535,13 @@ final class ServerCore: @unchecked Sendable {
         for summary in logThrottle.summaries(now: time.monotonic, flush: flush) {
             emit(.heldBack(kind: summary.kind, lines: summary.lines, codes: summary.codes, seconds: summary.seconds), time.date)
         }
+    }
+
+    /// A connection the server closed that never answers (or never stops sending) is cut
+    /// `closeTimeout` after the close (checked on the tick: a timer per closing connection would
+    /// make a flood of them costly for the loop).
+    private func startCloseTimeout(_ id: ConnectionID, at now: TimeInterval) {
+        if closing[id] == nil { closing[id] = now + Self.closeTimeout }
     }
 
     /// Cuts connections that have not answered the server's close within `closeTimeout`.
@@ -591,9 +598,7 @@ final class ServerCore: @unchecked Sendable {
         case let .close(id, code):
             guard let peer = peers[id] else { return }
             peer.session.close(code: UInt16(code.rawValue))
-            // A peer that never answers the close frame is cut after a while (checked on the tick:
-            // a timer per closing connection would make a flood of them costly for the loop).
-            closing[id] = time.monotonic + Self.closeTimeout
+            startCloseTimeout(id, at: time.monotonic)
         case .abort(let id):
             guard let peer = peers[id] else { return }
             peer.session.abort()

@@ -95,16 +95,26 @@ final class WebSocketSession {
     /// Reads at most `limit` bytes without blocking.
     func read(upTo limit: Int) -> ReadResult {
         guard state == .open || state == .closing, limit > 0 else { return .wouldBlock }
+        var outcome = Received.wouldBlock
+        let bytes = [UInt8](unsafeUninitializedCapacity: limit) { buffer, initialized in
+            outcome = receive(into: UnsafeMutableRawBufferPointer(buffer))
+            if case .bytes(let count) = outcome { initialized = count }
+        }
+        if case .bytes = outcome { return .bytes(bytes) }
+        return outcome == .wouldBlock ? .wouldBlock : .ended
+    }
+
+    /// What one non-blocking read into `buffer` gave: a byte count (counted in `bytesRead`), or
+    /// nothing now, or the end.
+    private enum Received: Equatable { case bytes(Int), wouldBlock, ended }
+
+    private func receive(into buffer: UnsafeMutableRawBufferPointer) -> Received {
         var error: UnsafeMutablePointer<GError>?
         defer { if let error { g_error_free(error) } }
-        var count = 0
-        let bytes = [UInt8](unsafeUninitializedCapacity: limit) { buffer, initialized in
-            count = g_pollable_input_stream_read_nonblocking(input, buffer.baseAddress, gsize(limit), nil, &error)
-            initialized = max(0, count)
-        }
+        let count = g_pollable_input_stream_read_nonblocking(input, buffer.baseAddress, gsize(buffer.count), nil, &error)
         if count > 0 {
             bytesRead += UInt64(count)
-            return .bytes(bytes)
+            return .bytes(count)
         }
         return count < 0 && TransportSocket.isWouldBlock(error) ? .wouldBlock : .ended
     }
@@ -175,8 +185,11 @@ final class WebSocketSession {
     /// frame), and whatever the client still sends is read and dropped, unparsed, until it closes
     /// its side too: `lingerLimit` bytes at most, and the server's close timeout still applies.
     func linger() {
-        guard state == .closing, let transport else {
-            if state == .closing { readSource = nil; if queuedBytes == 0 { finish(notify: true) } }
+        guard state == .closing else { return }
+        guard transport != nil else {
+            // Nothing to shut the sending side with: end once the queue is written, as before.
+            readSource = nil
+            if queuedBytes == 0 { finish(notify: true) }
             return
         }
         state = .lingering
@@ -187,30 +200,28 @@ final class WebSocketSession {
                 return true
             }
         }
-        if outgoing.isEmpty { shutWriting(transport) }
+        shutWritingOnceFlushed()
     }
 
-    private func shutWriting(_ transport: TransportSocket) {
-        guard !writingShut else { return }
+    /// While lingering, shuts the sending side once everything queued is written (once).
+    private func shutWritingOnceFlushed() {
+        guard state == .lingering, outgoing.isEmpty, !writingShut, let transport else { return }
         writingShut = true
         transport.shutDownWriting()
     }
 
     /// Reads and drops what the client sent after the close, until its end of stream.
     private func discard() {
-        var scratch = [UInt8](repeating: 0, count: 16 * 1024)
-        while state == .lingering {
-            var error: UnsafeMutablePointer<GError>?
-            let count = scratch.withUnsafeMutableBytes {
-                g_pollable_input_stream_read_nonblocking(input, $0.baseAddress, gsize($0.count), nil, &error)
+        withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 1) { scratch in
+            while state == .lingering {
+                switch receive(into: scratch) {
+                case .wouldBlock: return
+                case .ended: return finish(notify: true)
+                case .bytes(let count):
+                    discardable -= count
+                    if discardable <= 0 { return finish(notify: true) }
+                }
             }
-            let wouldBlock = count < 0 && TransportSocket.isWouldBlock(error)
-            if let error { g_error_free(error) }
-            if wouldBlock { return }
-            guard count > 0 else { return finish(notify: true) }
-            bytesRead += UInt64(count)
-            discardable -= count
-            if discardable <= 0 { return finish(notify: true) }
         }
     }
 
@@ -271,7 +282,7 @@ final class WebSocketSession {
             }
         }
         if outgoing.isEmpty, state == .closing, readSource == nil { finish(notify: true) }
-        if outgoing.isEmpty, state == .lingering, let transport { shutWriting(transport) }
+        shutWritingOnceFlushed()
     }
 
     private func finish(notify: Bool) {

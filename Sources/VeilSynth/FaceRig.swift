@@ -254,8 +254,9 @@ struct FaceRig: Sendable {
     /// Triangles filling the inner-lip loop (drawn as the mouth's inside).
     let mouthTriangles: [(Int, Int, Int)]
     let innerLips: ChainPair
-    /// The eyes' lid chains (the person's left eye, then the right), whose openings turn with the gaze.
-    let eyes: [ChainPair]
+    /// The eyes (the person's left, then the right): lid chains and the triangles filling the
+    /// opening between them, which the warp draws and the gaze turns.
+    let eyes: [(lids: ChainPair, opening: [(Int, Int, Int)])]
     /// Displacement of each mesh point per unit of the action (jaw: per unit of `jawDrop`).
     let jaw: [Point2], blinkLeft: [Point2], blinkRight: [Point2], smile: [Point2], browRaise: [Point2]
     let frown: [Point2], pucker: [Point2]
@@ -269,7 +270,7 @@ struct FaceRig: Sendable {
         faceHeight = face.faceHeight
         mouthWidth = face.mouthWidth
         innerLips = face.innerLips
-        eyes = [face.leftEye, face.rightEye]
+        eyes = [face.leftEye, face.rightEye].map { ($0, $0.stripTriangles(points: face.points)) }
         pivotDepth = mesh.map(\.z).reduce(0, +) / Float(n)
         let outerEyeCorners = [face.leftEye, face.rightEye].compactMap { eye -> Int? in
             guard let a = eye.upper.first, let b = eye.upper.last else { return nil }
@@ -306,8 +307,7 @@ struct FaceRig: Sendable {
             triangles.append(((face.oval[k], face.oval[k1], skirt[k1]), .infinity))
             triangles.append(((face.oval[k], skirt[k1], skirt[k]), .infinity))
         }
-        let lidStrips = face.leftEye.stripTriangles(points: face.points) + face.rightEye.stripTriangles(points: face.points)
-        for t in topology.triangles + lidStrips where t.0 < n && t.1 < n && t.2 < n {
+        for t in topology.triangles + eyes.flatMap(\.opening) where t.0 < n && t.1 < n && t.2 < n {
             triangles.append((t, (mesh[t.0].z + mesh[t.1].z + mesh[t.2].z) / 3))
         }
         // Far first, so that near parts (the nose when the head turns) cover what they fold over.

@@ -134,7 +134,7 @@ public struct TalkingFaceSynthesizer: Sendable {
         let unturned = output
         let w = output.width, h = output.height
         let up = rig.frame.up
-        for eye in rig.eyes {
+        for (eye, opening) in rig.eyes {
             guard let first = eye.upper.first, let last = eye.upper.last else { continue }
             let axis = destination[last] - destination[first]
             let width = (axis * axis).sum().squareRoot()
@@ -152,7 +152,7 @@ public struct TalkingFaceSynthesizer: Sendable {
             unturned.pixels.withUnsafeBufferPointer { srcBuf in
                 output.pixels.withUnsafeMutableBufferPointer { dstBuf in
                     guard let src = srcBuf.baseAddress, let dst = dstBuf.baseAddress else { return }
-                    for t in eye.stripTriangles(points: destination) {
+                    for t in opening {
                         let d0 = destination[t.0], d1 = destination[t.1], d2 = destination[t.2]
                         guard let l0 = local[t.0], let l1 = local[t.1], let l2 = local[t.2],
                               let map = Raster.affine(from: d0, d1, d2, to: l0, l1, l2) else { continue }
