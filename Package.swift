@@ -71,7 +71,7 @@ let package = Package(
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
         .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
-        .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia", "VeilServer"]),
+        .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia", "VeilServer", "VeilBench"]),
         .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore", "VeilVision"]),
         .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore", "VeilVision"]),
         .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilVision", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),

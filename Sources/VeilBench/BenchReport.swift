@@ -65,6 +65,8 @@ public struct BenchReport: Codable {
     var peers: PeerTracking?
     /// `veil serve` under N simulated clients; nil with --no-server-load.
     var serverLoad: ServerLoad?
+    /// Mouth-to-ear under four network conditions, Veil and Chromium side by side.
+    var latency: Latency?
 
     /// Frame in → wire bytes out, milliseconds per frame over every measured frame.
     struct Tracking: Codable {
@@ -391,6 +393,10 @@ public struct BenchReport: Codable {
             lines.append("")
             lines.append("Not measured: \(reason).")
         }
+        if let latency {
+            lines.append("")
+            lines.append(contentsOf: latency.markdown)
+        }
         if let load = serverLoad {
             lines.append("")
             lines.append(contentsOf: load.markdown)
@@ -558,5 +564,70 @@ struct Machine: Codable {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { return nil }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+extension BenchReport {
+    /// Mouth-to-ear through the relay, Veil beside Chromium (libwebrtc's NetEq), condition by condition.
+    struct Latency: Codable {
+        var schedule: [LatencyCondition]
+        var veil: [LatencyBenchmark.Result] = []
+        var veilSkipped: String?
+        var chromium: [ConditionResult] = []
+        var chromiumSkipped: String?
+
+        var markdown: [String] {
+            var lines = ["## Latency: mouth to ear through a relay, Veil and Chromium side by side", ""]
+            lines.append("Tone bursts (80 ms every 500 ms) enter the sender's audio input; their onset is detected where the receiver "
+                         + "hands audio to the sound server (Veil: the playout's output; Chromium: WebAudio, one AudioContext clock), "
+                         + "on one clock. Both calls cross the same in-process UDP relay, conditions back to back in one call. "
+                         + "Capture → avatar is the age of each picture drawn (30/s) without the tracker's time.")
+            lines.append("")
+            if let reason = veilSkipped { lines.append("Veil not measured: \(reason)."); lines.append("") }
+            if let reason = chromiumSkipped { lines.append("Chromium not measured: \(reason)."); lines.append("") }
+            lines.append("| condition | Veil mouth→ear p50 / p95 | Chromium p50 / p95 | Veil ÷ Chromium (p50) | Veil capture→avatar p50 / p95 | "
+                         + "lip-sync p5 / p50 / p95 (in window) | late packets Veil / Chromium | concealed s/min Veil / Chromium | stretched s/min (Veil) | target delay Veil / NetEq |")
+            lines.append("|---|---|---|---|---|---|---|---|---|---|")
+            for (index, condition) in schedule.enumerated() {
+                let v: LatencyBenchmark.Result? = index < veil.count ? veil[index] : nil
+                let c: ConditionResult? = index < chromium.count ? chromium[index] : nil
+                lines.append(row(condition, veil: v, chromium: c))
+            }
+            lines.append("")
+            lines.append("Late packets: Veil counts a packet late when its audio had to be concealed before it came; Chromium's "
+                         + "figure is inbound-rtp `packetsDiscarded` (NetEq's packets that came too late). Targets are at each condition's end.")
+            return lines
+        }
+
+        private func row(_ condition: LatencyCondition, veil v: LatencyBenchmark.Result?, chromium c: ConditionResult?) -> String {
+            func ms(_ value: Double?) -> String { value.map { String(format: "%.0f", $0) } ?? "–" }
+            func p(_ values: [Double]?, _ q: Double) -> Double? {
+                guard let values, !values.isEmpty else { return nil }
+                return Stats.percentile(q, ofSorted: values.sorted())
+            }
+            func fixed(_ value: Double?, _ format: String) -> String { value.map { String(format: format, $0) } ?? "–" }
+            let veilMouth = v?.mouthToEarMillis, chromeMouth = c?.mouthToEarMillis
+            let vp50 = p(veilMouth, 50), cp50 = p(chromeMouth, 50)
+            var ratio = "–"
+            if let vp50, let cp50, cp50 > 0 { ratio = String(format: "%.2f", vp50 / cp50) }
+            let veilHeard = v.map { "\($0.burstsDetected)/\($0.burstsSent)" } ?? "–"
+            let chromeHeard = c.map { "\($0.burstsDetected)/\($0.burstsSent)" } ?? "–"
+            let avatar = v?.captureToAvatarMillis
+            let leads = v?.audioLeadMillis
+            let inWindow = fixed(v.map { $0.lipSyncInWindowShare * 100 }, "%.0f")
+            let veilLate = fixed(v.map { $0.latePacketShare * 100 }, "%.1f %%")
+            let chromeLate = fixed(c.map { Double($0.packetsDiscarded) * 100 / Double(max($0.packetsReceived, 1)) }, "%.1f %%")
+            var cells: [String] = [condition.name]
+            cells.append("\(ms(vp50)) / \(ms(p(veilMouth, 95))) ms (\(veilHeard))")
+            cells.append("\(ms(cp50)) / \(ms(p(chromeMouth, 95))) ms (\(chromeHeard))")
+            cells.append(ratio)
+            cells.append("\(ms(p(avatar, 50))) / \(ms(p(avatar, 95))) ms")
+            cells.append("\(ms(p(leads, 5))) / \(ms(p(leads, 50))) / \(ms(p(leads, 95))) ms (\(inWindow) %)")
+            cells.append("\(veilLate) / \(chromeLate)")
+            cells.append("\(fixed(v?.concealedSecondsPerMinute, "%.2f")) / \(fixed(c?.concealedSecondsPerMinute, "%.2f"))")
+            cells.append(fixed(v?.stretchedSecondsPerMinute, "%.2f"))
+            cells.append("\(ms(v?.targetDelayMillis)) / \(ms(c?.netEqTargetDelayMillis)) ms")
+            return "| " + cells.joined(separator: " | ") + " |"
+        }
     }
 }

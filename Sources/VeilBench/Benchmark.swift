@@ -29,6 +29,8 @@ public struct Benchmark {
     /// Run dlib and MediaPipe on the same frames (Bench+Peers.swift).
     public var measurePeers = true
     public var measureServerLoad = true
+    /// Mouth-to-ear through the relay under the four network conditions, Veil and Chromium.
+    public var measureLatency = true
     public var quiet = false
 
     /// A benchmark with the settings above.
@@ -92,6 +94,9 @@ public struct Benchmark {
         } else {
             report.callSkipped = "it needs two clips"
         }
+        if measureLatency {
+            report.latency = measureLatencyConditions()
+        }
         if measureServerLoad {
             var load = ServerLoadBenchmark()
             load.clientCounts = quick ? [100, 500] : [100, 500, 1000]
@@ -102,6 +107,25 @@ public struct Benchmark {
         }
         report.machine.loadAverageAtEnd = Machine.loadAverage()
         return report
+    }
+
+    /// Veil, then Chromium, through the same relay schedule (shorter with --quick).
+    private func measureLatencyConditions() -> BenchReport.Latency {
+        var schedule = LatencyCondition.standardSchedule
+        if quick { for index in schedule.indices { schedule[index].seconds = 8 } }
+        var latency = BenchReport.Latency(schedule: schedule)
+        let say: (String) -> Void = { if !quiet { Terminal.error("bench latency: \($0)") } }
+        var veil = LatencyBenchmark()
+        veil.schedule = schedule
+        do { latency.veil = try veil.run(progress: say) } catch {
+            latency.veilSkipped = "\(error)"
+            Terminal.error("bench: Veil's latency run failed (\(error)); the other results are still written")
+        }
+        do { latency.chromium = try ChromiumAnchor().run(schedule, progress: say) } catch {
+            latency.chromiumSkipped = "\(error)"
+            Terminal.error("bench: the Chromium anchor did not run (\(error)); the other results are still written")
+        }
+        return latency
     }
 
     /// The talking clip on the face in `photo`, as in `veil synth`, kept in memory.

@@ -10,8 +10,14 @@ public struct PeerConfiguration: Sendable, Equatable {
     /// Sends everything through `turnServer`: only relay candidates are gathered and offered, so
     /// the other side learns the TURN server's address, never this machine's. Costs a relay hop.
     public var relayOnly: Bool
-    /// Receive jitter-buffer depth in milliseconds: the delay added to absorb network jitter.
+    /// How long the RTP jitter buffer waits at first for a missing or reordered packet
+    /// (milliseconds). It passes packets on as soon as they are in order; the playout retunes this
+    /// wait from its own target delay once the call runs.
     public var jitterBufferMillis: UInt32
+    /// The received voice's delay from the jitter buffer to the loudspeaker, in milliseconds, kept
+    /// fixed; nil (the default) adapts it to the jitter each connection shows, as libwebrtc's NetEq
+    /// does (`AdaptivePlayout`). `veil call --latency`.
+    public var playoutDelayMillis: UInt32?
     /// Opus target bit rate in bits per second (speech: 16 000–40 000).
     public var opusBitrate: Int32
     /// Interval between RTCP reports in milliseconds. Reports carry RTT, loss and the sender-time
@@ -29,13 +35,15 @@ public struct PeerConfiguration: Sendable, Equatable {
     var decodesInbandFEC = false
 
     /// A configuration; every parameter has a default fit for a voice call.
-    public init(stunServer: String? = nil, turnServer: String? = nil, relayOnly: Bool = false, jitterBufferMillis: UInt32 = 100,
+    public init(stunServer: String? = nil, turnServer: String? = nil, relayOnly: Bool = false, jitterBufferMillis: UInt32 = 40,
+                playoutDelayMillis: UInt32? = nil,
                 opusBitrate: Int32 = 32_000, rtcpIntervalMillis: UInt32 = 1_000,
                 maximumBufferedExpressionBytes: UInt64 = 4 * 128, expressionChannelLabel: String = "expressions") {
         self.stunServer = stunServer
         self.turnServer = turnServer
         self.relayOnly = relayOnly
         self.jitterBufferMillis = jitterBufferMillis
+        self.playoutDelayMillis = playoutDelayMillis
         self.opusBitrate = opusBitrate
         self.rtcpIntervalMillis = rtcpIntervalMillis
         self.maximumBufferedExpressionBytes = maximumBufferedExpressionBytes

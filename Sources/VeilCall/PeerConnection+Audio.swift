@@ -1,6 +1,7 @@
 import CGStreamer
 import CVeilGLib
 import Foundation
+import Synchronization
 import VeilCore
 import VeilGLib
 
@@ -29,7 +30,7 @@ extension PeerConnection {
             return !shared.audioLinked
         }
         guard let first else { return }
-        let description = first ? receiveDescription() : "fakesink sync=false async=false"
+        let description = first ? receiveDescription(for: output) : "fakesink sync=false async=false"
         var error: UnsafeMutablePointer<GError>?
         guard let bin = gst_parse_bin_from_description(description, 1, &error) else {
             let message = error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "unknown error"
@@ -78,24 +79,34 @@ extension PeerConnection {
         _ = gst_element_send_event(sink, event)
     }
 
-    /// A sink that drops what it gets (floating reference, for `gst_bin_add`).
+    /// The receive branch without an output (floating reference, for `gst_bin_add`): the voice is
+    /// still decoded and played out unheard, so that lip-sync keeps its timing.
     private func discardingBranch() -> UnsafeMutablePointer<GstElement>? {
-        guard let sink = gst_element_factory_make("fakesink", nil) else { return nil }
-        veil_object_set_bool(gpointerOf(sink), "sync", 0)
-        veil_object_set_bool(gpointerOf(sink), "async", 0)
-        return sink
+        guard let bin = gst_parse_bin_from_description(receiveDescription(for: .discard), 1, nil) else { return nil }
+        let element = asElement(UnsafeMutableRawPointer(bin))
+        connectDecodedSink(in: element)
+        return element
     }
 
-    func receiveDescription() -> String {
+    /// The receive branch: depayload and decode as soon as the RTP jitter buffer has a packet in
+    /// order, and hand the decoded voice to the playout stage (`decoded`, an appsink that does not
+    /// wait). The output, where there is one in GStreamer, is fed by the playout thread through
+    /// `playout` (an appsrc): the sound server or a WAV file. A callback output and `.discard` are
+    /// served by the playout thread directly.
+    func receiveDescription(for output: AudioOutput) -> String {
         // opusdec without use-inband-fec by default: decoding FEC makes it report 120 ms more
         // latency (mouth to ear 150 → 270 ms) for little gain; LossTests measures both, see
         // docs/reliability.md ("Loss"). Packet-loss concealment covers single losses.
-        let decode = "queue name=receivequeue max-size-time=500000000 ! rtpopusdepay ! opusdec plc=true use-inband-fec=\(configuration.decodesInbandFEC) ! audioconvert ! audioresample ! capsfilter name=decoded caps=audio/x-raw,format=F32LE,rate=48000,channels=1,layout=interleaved"
+        let decode = "queue name=receivequeue max-size-time=500000000 ! rtpopusdepay ! opusdec plc=true use-inband-fec=\(configuration.decodesInbandFEC) ! audioconvert ! audioresample ! capsfilter name=decoded caps=audio/x-raw,format=F32LE,rate=48000,channels=1,layout=interleaved ! appsink name=decodedsink sync=false async=false"
+        // A live source stamped by the playout thread with each block's running time; the sink
+        // plays it at that time plus the output's latency.
+        let playout = "appsrc name=playout is-live=true format=time do-timestamp=false min-latency=0 ! audioconvert"
         switch output {
-        case .discard: return decode + " ! fakesink name=sink sync=true async=false"
-        case .callback: return decode + " ! appsink name=sink sync=true async=false max-buffers=100 drop=true"
-        case .pulse: return decode + " ! pulsesink name=sink async=false"
-        case .file: return decode + " ! audioconvert ! audio/x-raw,format=S16LE ! wavenc ! filesink name=sink async=false"
+        case .discard, .callback: return decode
+        // 30 ms of ring buffer in 10 ms periods, like Chrome's output on PulseAudio: enough for
+        // the playout thread's scheduling, and no more (pulsesink's default is 200 ms).
+        case .pulse: return decode + "  " + playout + " ! pulsesink name=sink async=false buffer-time=30000 latency-time=10000"
+        case .file: return decode + "  " + playout + " ! audio/x-raw,format=S16LE ! wavenc ! filesink name=sink async=false"
         }
     }
 
@@ -127,21 +138,13 @@ extension PeerConnection {
             }
             return GST_PAD_PROBE_OK
         }
-        if let decoded = gst_bin_get_by_name(asBin(bin), "decoded") {
-            if let source = gst_element_get_static_pad(decoded, "src") {
-                addProbe(source, GST_PAD_PROBE_TYPE_BUFFER) { [weak self] _, info in
-                    if let buffer = gst_pad_probe_info_get_buffer(info) {
-                        let samples = Int(gst_buffer_get_size(buffer)) / MemoryLayout<Float>.size
-                        self?.shared.withLock {
-                            $0.counters.decodedAudioBuffers += 1
-                            $0.counters.decodedAudioSamples += samples
-                        }
-                    }
-                    return GST_PAD_PROBE_OK
-                }
-                gst_object_unref(gpointerOf(source))
+        connectDecodedSink(in: bin)
+        if let source = gst_bin_get_by_name(asBin(bin), "playout") {
+            if let caps = gst_caps_from_string("audio/x-raw,format=F32LE,rate=48000,channels=1,layout=interleaved") {
+                gst_app_src_set_caps(UnsafeMutableRawPointer(source).assumingMemoryBound(to: GstAppSrc.self), caps)
+                gst_caps_unref(caps)
             }
-            gst_object_unref(gpointerOf(decoded))
+            shared.withLock { $0.playoutSource = ElementRef(source) } // takes the reference
         }
         guard let sink = gst_bin_get_by_name(asBin(bin), "sink") else { return }
         defer { gst_object_unref(gpointerOf(sink)) }
@@ -150,43 +153,117 @@ extension PeerConnection {
             if let outputDevice { veil_object_set_string(gpointerOf(sink), "device", outputDevice) }
         case .file(let url):
             veil_object_set_string(gpointerOf(sink), "location", url.path)
-        case .callback(let handler):
-            setNewSampleCallback(sink) { [weak self] sample, latency in
-                guard let self, let audio = self.receivedAudio(sample, pipeline: self.graph.pipeline, sinkLatencyNanos: latency) else { return }
-                handler(audio)
-            }
         default:
             break
         }
     }
 
-    /// A decoded sample that a synchronised appsink renders now, as `ReceivedAudio` with its times;
-    /// `sinkLatencyNanos` is the latency the sink renders with.
-    func receivedAudio(_ sample: OpaquePointer, pipeline: UnsafeMutablePointer<GstElement>, sinkLatencyNanos: UInt64) -> ReceivedAudio? {
-        guard let buffer = gst_sample_get_buffer(sample) else { return nil }
-        var map = GstMapInfo()
-        guard gst_buffer_map(buffer, &map, GST_MAP_READ) != 0 else { return nil }
-        let count = Int(map.size) / MemoryLayout<Float>.size
-        let samples = map.data.map { data in
-            UnsafeRawPointer(data).withMemoryRebound(to: Float.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
-        } ?? []
-        gst_buffer_unmap(buffer, &map)
-        var presentation: UInt64 = 0
-        if let segment = gst_sample_get_segment(sample) {
+    /// Feeds what the decoder's appsink gets to the playout stage, timed on the jitter buffer's
+    /// output clock, and counts it.
+    func connectDecodedSink(in bin: UnsafeMutablePointer<GstElement>) {
+        guard let sink = gst_bin_get_by_name(asBin(bin), "decodedsink") else { return }
+        defer { gst_object_unref(gpointerOf(sink)) }
+        setNewSampleCallback(sink) { [weak self] sample, _ in
+            guard let self, let buffer = gst_sample_get_buffer(sample), let segment = gst_sample_get_segment(sample) else { return }
             let running = gst_segment_to_running_time(segment, GST_FORMAT_TIME, buffer.pointee.pts)
-            if running != UInt64.max { presentation = graph.clock.localMicros(ofConnectionNanos: UInt64(running) &+ UInt64(gst_element_get_base_time(pipeline))) }
+            guard running != UInt64.max else { return }
+            let timeline = self.graph.clock.localMicros(ofConnectionNanos: UInt64(running) &+ UInt64(gst_element_get_base_time(self.graph.pipeline)))
+            var map = GstMapInfo()
+            guard gst_buffer_map(buffer, &map, GST_MAP_READ) != 0 else { return }
+            let count = Int(map.size) / MemoryLayout<Float>.size
+            let samples = map.data.map { data in
+                UnsafeRawPointer(data).withMemoryRebound(to: Float.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
+            } ?? []
+            gst_buffer_unmap(buffer, &map)
+            self.shared.withLock {
+                $0.counters.decodedAudioBuffers += 1
+                $0.counters.decodedAudioSamples += samples.count
+            }
+            self.playout.insert(samples, timelineMicros: timeline)
         }
-        let mapping = shared.withLock { $0.mapping }
-        // Played at its timestamp plus the sink's latency, or now if it came late: the first few
-        // buffers of a stream reach the sink ~100 ms after their time while the branch starts.
-        let playout = max(presentation &+ sinkLatencyNanos / 1000, UInt64(g_get_monotonic_time()))
-        let sender = mapping.map { mapping -> UInt64 in
+    }
+
+    /// On the loop, as webrtcbin creates its RTP jitter buffer: every packet entering it tells the
+    /// playout when it arrived and which media time it carries (its RTP timestamp, unwrapped).
+    func watchArrivals(of jitterBuffer: UnsafeMutablePointer<GstElement>) {
+        guard let pad = gst_element_get_static_pad(jitterBuffer, "sink") else { return }
+        defer { gst_object_unref(gpointerOf(pad)) }
+        let unwrapped = Mutex<(last: UInt32, total: UInt64)?>(nil)
+        addProbe(pad, GST_PAD_PROBE_TYPE_BUFFER) { [weak self] _, info in
+            guard let self, let buffer = gst_pad_probe_info_get_buffer(info) else { return GST_PAD_PROBE_OK }
+            var rtp = GstRTPBuffer()
+            guard gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp) != 0 else { return GST_PAD_PROBE_OK }
+            let timestamp = gst_rtp_buffer_get_timestamp(&rtp)
+            gst_rtp_buffer_unmap(&rtp)
+            let media = unwrapped.withLock { state -> UInt64 in
+                // 32-bit RTP time at 48 kHz, unwrapped by the signed step from the previous packet.
+                let total = state.map { UInt64(bitPattern: Int64(bitPattern: $0.total) &+ Int64(Int32(bitPattern: timestamp &- $0.last))) } ?? UInt64(1) << 40
+                state = (timestamp, total)
+                return total
+            }
+            self.playout.packetArrived(mediaMicros: media * 1000 / 48, arrivalMicros: UInt64(g_get_monotonic_time()))
+            return GST_PAD_PROBE_OK
+        }
+    }
+
+    /// Where the playout thread's blocks go, for this connection's output.
+    func playoutOutput() -> AudioPlayoutStage.Output {
+        let retune: @Sendable (UInt64) -> Void = { [weak self] target in self?.retuneJitterBuffer(forPlayoutDelayMicros: target) }
+        switch output {
+        case .callback(let handler):
+            return .init(deliver: { [weak self] block, playout in
+                guard let self, block.kind != .silence, let audio = self.receivedAudio(block, playoutMicros: playout) else { return }
+                handler(audio)
+            }, leadMicros: { 0 }, retune: retune)
+        case .discard:
+            return .init(deliver: { _, _ in }, leadMicros: { 0 }, retune: retune)
+        case .pulse, .file:
+            return .init(deliver: { [weak self] block, playout in self?.push(block, playingAt: playout) },
+                         leadMicros: { [weak self] in self.map { $0.shared.withLock { $0.latencyNanos / 1000 } } ?? 0 },
+                         retune: retune)
+        }
+    }
+
+    /// On the playout thread: a block into the output's appsrc, stamped with the running time at
+    /// which it is taken (the sink adds its latency, which is the stage's lead).
+    private func push(_ block: AdaptivePlayout.Block, playingAt playout: UInt64) {
+        guard let source = shared.withLock({ $0.playoutSource }), let buffer = gst_buffer_new_allocate(nil, gsize(block.samples.count * 4), nil) else { return }
+        _ = block.samples.withUnsafeBytes { gst_buffer_fill(buffer, 0, $0.baseAddress, gsize($0.count)) }
+        let lead = shared.withLock { $0.latencyNanos / 1000 }
+        let taken = graph.clock.connectionMicros(ofLocalMicros: playout &- lead) &* 1000
+        let base = UInt64(gst_element_get_base_time(graph.pipeline))
+        guard taken > base else {
+            gst_buffer_unref(buffer)
+            return
+        }
+        buffer.pointee.pts = GstClockTime(taken &- base)
+        buffer.pointee.duration = GstClockTime(UInt64(block.samples.count) * 1_000_000_000 / 48_000)
+        _ = gst_app_src_push_buffer(UnsafeMutableRawPointer(source.element).assumingMemoryBound(to: GstAppSrc.self), buffer)
+    }
+
+    /// A block as `ReceivedAudio` with its times (the callback output).
+    func receivedAudio(_ block: AdaptivePlayout.Block, playoutMicros: UInt64) -> ReceivedAudio? {
+        let delay = playout.delayMicros ?? 0
+        let presentation = block.timelineMicros ?? (playoutMicros &- delay)
+        let sender = shared.withLock { $0.mapping }.map { mapping -> UInt64 in
             var mapping = mapping
             mapping.latencyMicros = 0
             return mapping.senderMediaTimeMicros(playingAt: presentation)
         }
-        return ReceivedAudio(samples: samples, sampleRate: 48_000, presentationTimeMicros: presentation,
-                             playoutTimeMicros: playout, senderMediaTimeMicros: sender)
+        return ReceivedAudio(samples: block.samples, sampleRate: 48_000, presentationTimeMicros: presentation,
+                             playoutTimeMicros: playoutMicros, senderMediaTimeMicros: sender)
+    }
+
+    /// Sets the RTP jitter buffer's wait for a missing or reordered packet from the playout's
+    /// target delay: a packet is worth waiting for only until its audio is due. Changed in steps
+    /// of 10 ms or more, so that the latency messages it causes stay rare.
+    func retuneJitterBuffer(forPlayoutDelayMicros target: UInt64) {
+        let wanted = UInt32(min(max(Int64(target / 1000) - 10, 10), 400))
+        onLoop { peer in
+            guard let webrtcbin = peer.graph.liveWebrtcbin else { return }
+            let current = veil_object_get_uint(gpointerOf(webrtcbin), "latency")
+            if abs(Int64(current) - Int64(wanted)) >= 10 { veil_object_set_uint(gpointerOf(webrtcbin), "latency", wanted) }
+        }
     }
 
     // MARK: - Bus (loop)

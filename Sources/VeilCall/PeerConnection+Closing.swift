@@ -20,10 +20,15 @@ extension PeerConnection {
     }
 
     func finalizeOutput(_ done: @escaping @Sendable () -> Void) {
-        let receiveBin = shared.withLock { shared -> ElementRef? in
-            defer { shared.receiveBin = nil }
-            return shared.receiveBin
+        let (receiveBin, source) = shared.withLock { shared -> (ElementRef?, ElementRef?) in
+            defer {
+                shared.receiveBin = nil
+                shared.playoutSource = nil
+            }
+            return (shared.receiveBin, shared.playoutSource)
         }
+        // No block is pushed after this: the end of stream below is the output's last buffer.
+        playout.stop()
         let finish: @Sendable () -> Void = { [self] in
             self.graph.teardown()
             self.shared.withLock { $0.channelOpen = false }
@@ -34,10 +39,9 @@ extension PeerConnection {
             self.levelSink.finish()
             done()
         }
-        // A WAV file gets its final header only from an end-of-stream: send one through the
-        // receive branch and wait for it before stopping.
-        guard case .file = output, let receiveBin, let queue = gst_bin_get_by_name(asBin(receiveBin.element), "receivequeue"),
-              let sink = gst_bin_get_by_name(asBin(receiveBin.element), "sink") else {
+        // A WAV file gets its final header only from an end-of-stream: send one from the playout's
+        // appsrc and wait for it at the file sink before stopping.
+        guard case .file = output, let receiveBin, let source, let sink = gst_bin_get_by_name(asBin(receiveBin.element), "sink") else {
             finish()
             return
         }
@@ -52,11 +56,7 @@ extension PeerConnection {
             }
             gst_object_unref(gpointerOf(sinkPad))
         }
-        if let queuePad = gst_element_get_static_pad(queue, "sink") {
-            _ = gst_pad_send_event(queuePad, gst_event_new_eos())
-            gst_object_unref(gpointerOf(queuePad))
-        }
-        gst_object_unref(gpointerOf(queue))
+        _ = gst_app_src_end_of_stream(UnsafeMutableRawPointer(source.element).assumingMemoryBound(to: GstAppSrc.self))
         gst_object_unref(gpointerOf(sink))
         loop.after(milliseconds: 2000) { complete() }
     }

@@ -80,6 +80,8 @@ public final class PeerConnection: @unchecked Sendable {
     let input: AudioInput
     let output: AudioOutput
     let graph: PeerGraph
+    /// The received voice between the jitter buffer and the output (`AudioPlayoutStage`).
+    let playout: AudioPlayoutStage
     let shared: Mutex<Shared>
     let signalingSink: AsyncStream<PeerSignal>.Continuation
     let eventSink: AsyncStream<PeerEvent>.Continuation
@@ -103,9 +105,12 @@ public final class PeerConnection: @unchecked Sendable {
         var closing = false
         var audioLinked = false
         var receiveBin: ElementRef?
+        /// The appsrc the playout thread feeds (sound server and file outputs).
+        var playoutSource: ElementRef?
         /// The PulseAudio sink the received voice plays on (nil: the server's default).
         var outputDevice: String?
         var mapping: PlayoutMapping?
+        /// The pipeline's latency: what its output sink adds to each block's timestamp.
         var latencyNanos: UInt64 = 0
         var lastSample: StatsSample?
         /// The last description the remote peer sent (what this side learns of it; tests read it).
@@ -160,7 +165,9 @@ public final class PeerConnection: @unchecked Sendable {
         (expressionFrames, frameSink) = AsyncStream.makeStream(of: ReceivedExpressionFrame.self, bufferingPolicy: .bufferingNewest(64))
         (outgoingLevels, levelSink) = AsyncStream.makeStream(of: AudioLevel.self, bufferingPolicy: .bufferingNewest(256))
         let clock = ConnectionClock.random(at: UInt64(g_get_monotonic_time()))
+        playout = AudioPlayoutStage(configuration: AdaptivePlayout.Configuration(fixedDelayMicros: configuration.playoutDelayMillis.map { UInt64($0) * 1000 }))
         graph = try loop.sync { [configuration] in try PeerGraph(input: audioSource, configuration: configuration, clock: clock) }
+        playout.connect(playoutOutput())
         do {
             try loop.sync { try self.start() }
         } catch {
@@ -171,6 +178,7 @@ public final class PeerConnection: @unchecked Sendable {
     }
 
     deinit {
+        playout.stop()
         let graph = self.graph
         loop.perform { graph.teardown() }
         signalingSink.finish()
@@ -207,15 +215,20 @@ public final class PeerConnection: @unchecked Sendable {
     public var isMuted: Bool { shared.withLock { $0.muted } }
 
     /// How the remote sender's media time maps to local playout time, once the first RTCP sender
-    /// report has arrived (about a second after audio starts); nil before.
+    /// report has arrived (about a second after audio starts); nil before. Its latency is the
+    /// playout's delay now, which adapts to the network: ask again for each picture.
     public var playoutMapping: PlayoutMapping? {
-        shared.withLock { shared -> PlayoutMapping? in
-            let latency = shared.latencyNanos / 1000
+        let delay = playout.delayMicros
+        return shared.withLock { shared -> PlayoutMapping? in
             guard var mapping = shared.mapping else { return nil }
-            mapping.latencyMicros = latency
+            mapping.latencyMicros = delay ?? shared.latencyNanos / 1000
             return mapping
         }
     }
+
+    /// What the received voice's playout did so far: its target and current delay, and how much
+    /// audio it stretched, shrank or made up (`AdaptivePlayout`).
+    public var playoutStatistics: AdaptivePlayout.Statistics { playout.statistics }
 
     /// The local media time (µs) at which audio the remote captured at `senderMicros` (e.g. a
     /// received frame's `captureTimeMicros`) is played; nil until the mapping is known.
@@ -377,6 +390,9 @@ public final class PeerConnection: @unchecked Sendable {
             }
         }
         addBusWatch(graph.bus) { [weak self] message in self?.busMessage(message) }
+        onDeepElementAdded(graph.pipeline) { [weak self] element in
+            if factoryName(element) == "rtpjitterbuffer" { self?.watchArrivals(of: element) }
+        }
         measureOutgoingLevel()
 
         guard gst_element_set_state(graph.pipeline, GST_STATE_READY) != GST_STATE_CHANGE_FAILURE else {

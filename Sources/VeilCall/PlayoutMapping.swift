@@ -28,13 +28,13 @@ public struct PlayoutMapping: Sendable, Equatable {
     /// full or 48-bit (wire) times: the value is unwrapped to the one nearest the latest packet.
     public func playoutTimeMicros(forSenderMediaTimeMicros senderMicros: UInt64) -> UInt64 {
         let sender = Self.unwrap48(senderMicros, near: referenceSenderMicros)
-        let local = Int64(bitPattern: sender) &+ offsetMicros &+ Int64(latencyMicros)
+        let local = Int64(bitPattern: sender) &+ offsetMicros &+ Int64(clamping: latencyMicros)
         return UInt64(max(local, 0))
     }
 
     /// The sender media time of the audio being played at local media time `localMicros`.
     public func senderMediaTimeMicros(playingAt localMicros: UInt64) -> UInt64 {
-        let sender = Int64(bitPattern: localMicros) &- Int64(latencyMicros) &- offsetMicros
+        let sender = Int64(bitPattern: localMicros) &- Int64(clamping: latencyMicros) &- offsetMicros
         return UInt64(max(sender, 0))
     }
 

@@ -56,11 +56,12 @@ OPTIONS:
   --no-bandwidth Skip the bandwidth comparison (and its video encodes)
   --no-peers     Skip dlib and MediaPipe (installed by bench/peers/setup, which `make bench` runs)
   --no-server-load  Skip the room server under load
+  --no-latency   Skip mouth-to-ear through the relay (Veil and Chromium side by side)
   --quiet        No progress output (the report is still printed)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "no-server-load", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "no-server-load", "no-latency", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -75,6 +76,7 @@ func runBench(_ argv: [String]) throws {
     bench.measureBandwidth = !args.flag("no-bandwidth")
     bench.measurePeers = !args.flag("no-peers")
     bench.measureServerLoad = !args.flag("no-server-load")
+    bench.measureLatency = !args.flag("no-latency")
     bench.quiet = args.flag("quiet")
     let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VeilBench
 @testable import VeilCall
 import VeilCore
 import XCTest
@@ -76,7 +77,9 @@ final class DelayTests: XCTestCase {
             XCTAssertGreaterThan(pictures.pictures, 150, "too few pictures drawn \(label)")
             // The voice arrives: few dips without loss; with loss fewer dropouts than datagrams lost.
             XCTAssertLessThan(pictures.voicePLC.dips, setting.loss > 0 ? 0.5 : 0.05, "voice dips \(label)")
-            XCTAssertLessThan(pictures.voicePLC.dropouts, max(setting.loss, 0.02), "voice dropouts \(label)")
+            // The playout learns the jitter from the packets (its first second excluded), so on a
+            // path with ±50 ms of jitter the first seconds measured here conceal a little more.
+            XCTAssertLessThan(pictures.voicePLC.dropouts, max(setting.loss, setting.jitterMillis >= 50 ? 0.05 : 0.02), "voice dropouts \(label)")
             // Smooth and faithful, mostly data.
             XCTAssertLessThan(pictures.largestJump, 4, "the avatar jumped \(label)")
             XCTAssertLessThan(pictures.jawError, 0.02, "jawOpen error \(label)")
@@ -90,7 +93,8 @@ final class DelayTests: XCTestCase {
             // No backlog: a handful of frames buffered, none dropped as late, and a delay that does not grow.
             XCTAssertLessThanOrEqual(pictures.largestBuffer, 16, "frames buffered \(label)")
             XCTAssertEqual(pictures.lateDropped, 0, "frames dropped as late \(label)")
-            XCTAssertLessThan(pictures.delaySecondHalfMillis - pictures.delayFirstHalfMillis, 25, "delay grew over the run \(label)")
+            // The delay may rise once while the playout learns the path's jitter; it must not run away.
+            XCTAssertLessThan(pictures.delaySecondHalfMillis - pictures.delayFirstHalfMillis, 40, "delay grew over the run \(label)")
             // The capture → picture delay grows by about the delay added: the audio jitter buffer
             // anchors to the fastest packets (delay − jitter) and absorbs the rest in its latency.
             // After a lossy, slow handshake it may start anchored to a later packet and move back

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VeilBench
 @testable import VeilCall
 import VeilCore
 import VeilMedia

@@ -108,10 +108,10 @@ final class LossTests: XCTestCase {
         for result in results.dropFirst() {
             XCTAssertLessThan(result.voicePLC.dropouts, result.loss, "voice dropouts at \(Int(result.loss * 100)) % loss")
         }
-        // FEC decoding costs a fixed latency, all of it on the way from mouth to ear (the reason it
-        // is off by default; see docs/reliability.md).
-        XCTAssertGreaterThan(clean.latencyFECMillis, clean.latencyPLCMillis + 50, "FEC decoding added no latency")
-        XCTAssertGreaterThan(clean.mouthToEarFECMillis, clean.mouthToEarPLCMillis + 50, "FEC decoding added no mouth-to-ear delay")
+        // FEC decoding makes opusdec report 120 ms more latency, which a sink synchronised to the
+        // pipeline's latency would add to every sample. Veil's playout follows the packets instead,
+        // so without loss FEC costs no delay (docs/reliability.md, "Loss").
+        XCTAssertLessThan(clean.mouthToEarFECMillis, clean.mouthToEarPLCMillis + 30, "FEC decoding added mouth-to-ear delay")
     }
 
     /// Loss on what leaves a peer (after SRTP/DTLS, before libnice) reaches the other side as loss.

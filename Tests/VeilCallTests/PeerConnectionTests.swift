@@ -120,15 +120,17 @@ final class PeerConnectionTests: XCTestCase {
         let error = (Double(onset) - Double(predicted)) / 1000
         print("mute: silence onset \(error) ms from the predicted playout time; playout latency \(pair.answerer.playoutMapping!.latencyMicros / 1000) ms, capture→jitter-buffer \(Double(pair.answerer.playoutMapping!.offsetMicros) / 1000) ms")
         XCTAssertEqual(error, 0, accuracy: 45, "audio and expressions would be within ±45 ms")
-        // The sink plays each buffer, from the first, at its timestamp plus the pipeline latency the
-        // playout mapping uses, and the callback runs at the playout time it reports.
+        // Each block is heard at its jitter-buffer timestamp plus the playout's delay at that
+        // moment (it adapts: 80 ms at first, then what the path needs), the mapping's latency is
+        // the delay now, and the callback runs at the playout time it reports.
         let heardAt = pair.answererSaw.heardMicros.withLock { $0 }
         let latency = Double(pair.answerer.playoutMapping!.latencyMicros)
-        let lateness = zip(heard, heardAt).map { Double($1) - Double($0.presentationTimeMicros) - latency }
+        let delays = heard.map { Double($0.playoutTimeMicros) - Double($0.presentationTimeMicros) }
+        let recent = Array(delays.suffix(50))
         let reported = zip(heard, heardAt).map { abs(Double($1) - Double($0.playoutTimeMicros)) }
-        print("played after timestamp + latency: first \(lateness.prefix(6).map { Int($0 / 1000) }) ms, p50 \(percentile(lateness, 0.5) / 1000) ms, p95 \(percentile(lateness, 0.95) / 1000) ms")
-        XCTAssertLessThan(abs(percentile(lateness, 0.5)) / 1000, 25, "buffers are played at their timestamp plus the pipeline latency")
-        XCTAssertLessThan(abs(lateness.first ?? 0) / 1000, 40, "the first buffer is played with the pipeline's latency, not before it is known")
+        print("playout delay: first \(delays.prefix(4).map { Int($0 / 1000) }) ms, last half second p50 \(percentile(recent, 0.5) / 1000) ms; mapping latency \(latency / 1000) ms")
+        XCTAssertEqual(percentile(recent, 0.5) / 1000, latency / 1000, accuracy: 10, "the mapping's latency is the delay the voice plays with")
+        XCTAssertLessThan((delays.max() ?? 0) / 1000, 100, "no block waits longer than the first target (80 ms) and a block")
         // p95, not the maximum: on a shared machine one scheduler stall delays a single callback
         // (120 ms once under load) without the timing being wrong.
         print("callbacks after playoutTimeMicros: p95 \(percentile(reported, 0.95) / 1000) ms, max \((reported.max() ?? 0) / 1000) ms")
@@ -314,7 +316,9 @@ final class PeerConnectionTests: XCTestCase {
         let first = try XCTUnwrap(loud.first), last = try XCTUnwrap(loud.last)
         let heardSeconds = Double(last - first) / 48_000
         print("file: \(heardSeconds) s of the 1.5 s input heard, then silence")
-        XCTAssertEqual(heardSeconds, 1.5, accuracy: 0.15, "the file plays from its start once connected, then silence")
+        // The playout starts at an 80 ms delay and brings it down to the clean path's ~15 ms by
+        // leaving out periods of the tone as it plays: up to about 0.2 s of a 1.5 s tone.
+        XCTAssertEqual(heardSeconds, 1.45, accuracy: 0.2, "the file plays from its start once connected, then silence")
         XCTAssertEqual(zeroCrossingFrequency(Array(samples[first..<last])), 500, accuracy: 25)
         XCTAssertTrue(pair.offererSaw.failures.isEmpty, "\(pair.offererSaw.failures)")
     }

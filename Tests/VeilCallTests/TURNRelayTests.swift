@@ -1,6 +1,7 @@
 import Foundation
 @testable import VeilCall
 import VeilCore
+import VeilBench
 import VeilGLib
 import XCTest
 #if canImport(Glibc)
@@ -12,19 +13,7 @@ import Glibc
 final class TURNRelayTests: XCTestCase {
     /// This machine's first IPv4 address that is not loopback: libnice gathers no 127.0.0.1
     /// candidates, so the TURN server must listen where the host's own candidates live.
-    static func hostAddress() -> String? {
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0, let first = list else { return nil }
-        defer { freeifaddrs(list) }
-        for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
-            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
-                  entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0, entry.pointee.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
-            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            guard getnameinfo(address, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
-            return String(cString: host)
-        }
-        return nil
-    }
+    static func hostAddress() -> String? { UDPRelay.hostAddress() }
 
     /// A free UDP port on `host` (bound and released).
     static func freeUDPPort(on host: String) -> Int? {

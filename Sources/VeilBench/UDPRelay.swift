@@ -5,8 +5,9 @@ import VeilCore
 import Glibc
 #endif
 
-/// An in-process UDP relay that sits on the real path between two test peers and adds one-way
-/// delay, jitter and loss (this machine has no netem).
+/// An in-process UDP relay that sits on the real path between two peers and adds one-way delay,
+/// jitter and loss (the machines Veil is tested on have no netem). The call tests put it between
+/// two Veil peers; the bench's `ChromiumAnchor` between two RTCPeerConnections in chromium.
 ///
 /// It owns two UDP sockets on the host's non-loopback IPv4 address (libnice gathers no 127.0.0.1
 /// candidates): one facing side `.a` (the offerer), one facing side `.b` (the answerer). Each peer is
@@ -25,48 +26,69 @@ import Glibc
 /// single path with queueing. With `reorders` set, each datagram keeps its own draw, so jitter
 /// larger than the packet spacing reorders packets.
 ///
+/// **Changing conditions.** `impairment` may be set at any time while the relay runs: each
+/// datagram draws its loss and delay from the impairment in force when it arrives, so a schedule of
+/// conditions can run through one relay and one call. Order preservation holds across a change:
+/// after the delay drops, new datagrams wait behind those still held, so the queue drains as it
+/// would on a real path.
+///
 /// One thread waits in `poll()` on both sockets and a wake-up pipe, with the timeout set to the
 /// next due departure (a min-heap); it never spins. `close()` (or deinit) stops and joins it.
-final class UDPRelay: @unchecked Sendable {
+// @unchecked: the descriptors are immutable after `init`, and all mutable state is in `SharedBox`
+// behind its one mutex (the relay thread and callers meet only there).
+public final class UDPRelay: @unchecked Sendable {
     /// Which peer a socket faces.
-    enum Side: Sendable, CustomStringConvertible {
+    public enum Side: Sendable, CustomStringConvertible {
         case a, b
-        var other: Side { self == .a ? .b : .a }
-        var description: String { self == .a ? "a" : "b" }
+        /// The side across the relay.
+        public var other: Side { self == .a ? .b : .a }
+        public var description: String { self == .a ? "a" : "b" }
     }
 
     /// The impairment of each one-way path (the same both ways, independent draws).
-    struct Impairment: Sendable {
+    public struct Impairment: Sendable, Equatable, Codable {
         /// Mean one-way delay added, in milliseconds.
-        var delayMillis: Double = 0
+        public var delayMillis: Double
         /// Half-width of the uniform jitter around the delay, in milliseconds.
-        var jitterMillis: Double = 0
+        public var jitterMillis: Double
         /// Probability that a datagram is dropped, 0...1.
-        var loss: Double = 0
+        public var loss: Double
         /// Whether jitter may reorder datagrams (otherwise each direction is order-preserving).
-        var reorders = false
+        public var reorders: Bool
+
+        /// A path with these figures; all zero is a clean path.
+        public init(delayMillis: Double = 0, jitterMillis: Double = 0, loss: Double = 0, reorders: Bool = false) {
+            self.delayMillis = delayMillis
+            self.jitterMillis = jitterMillis
+            self.loss = loss
+            self.reorders = reorders
+        }
     }
 
     /// What went through one direction.
-    struct Counts: Sendable {
-        var received = 0, dropped = 0, forwarded = 0
+    public struct Counts: Sendable {
+        /// Datagrams received from the sending side, dropped as loss, and sent on.
+        public var received = 0, dropped = 0, forwarded = 0
         /// Smallest and largest delay applied to a forwarded datagram (ms), and their sum.
-        var smallestDelayMillis = Double.infinity, largestDelayMillis = 0.0, totalDelayMillis = 0.0
+        public var smallestDelayMillis = Double.infinity, largestDelayMillis = 0.0, totalDelayMillis = 0.0
         /// Datagrams that left before one received earlier (only with `reorders`).
-        var reordered = 0
+        public var reordered = 0
         /// Mean delay applied, in milliseconds.
-        var meanDelayMillis: Double { forwarded == 0 ? .nan : totalDelayMillis / Double(forwarded) }
+        public var meanDelayMillis: Double { forwarded == 0 ? .nan : totalDelayMillis / Double(forwarded) }
+
+        /// Nothing yet.
+        public init() {}
     }
 
     /// Failure to set the relay up.
-    struct SetupError: Error, CustomStringConvertible {
-        let description: String
+    public struct SetupError: Error, CustomStringConvertible {
+        public let description: String
     }
 
     /// The host address both sockets are bound to.
-    let host: String
+    public let host: String
     /// The ports of the socket facing `.a` and the socket facing `.b`.
-    let portFacingA: UInt16, portFacingB: UInt16
+    public let portFacingA: UInt16, portFacingB: UInt16
 
     private let socketA: Int32, socketB: Int32
     private let wakeRead: Int32, wakeWrite: Int32
@@ -93,8 +115,9 @@ final class UDPRelay: @unchecked Sendable {
         var countsAB = Counts(), countsBA = Counts()
     }
 
-    /// Binds the two sockets on `host` and starts the relay thread.
-    init(host: String, impairment: Impairment = Impairment(), seed: UInt64) throws {
+    /// Binds the two sockets on `host` and starts the relay thread. `seed` makes the loss and delay
+    /// draws repeatable.
+    public init(host: String, impairment: Impairment = Impairment(), seed: UInt64) throws {
         self.host = host
         func bound() throws -> (Int32, UInt16) {
             let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
@@ -138,20 +161,36 @@ final class UDPRelay: @unchecked Sendable {
             Self.run(socketA: socketA, socketB: socketB, wake: wakeRead, shared: shared)
             finished.signal()
         }
-        thread.name = "veil-test-udp-relay"
+        thread.name = "veil-udp-relay"
         thread.start()
     }
 
     deinit { close() }
 
+    /// This machine's first IPv4 address that is up and not loopback, where the relay should bind:
+    /// libnice and chromium gather no 127.0.0.1 candidates. Nil when there is none.
+    public static func hostAddress() -> String? {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return nil }
+        defer { freeifaddrs(list) }
+        for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
+            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
+                  entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0, entry.pointee.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
+            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            guard getnameinfo(address, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            return String(cString: host)
+        }
+        return nil
+    }
+
     /// The only candidate the peer on `side` is given for the other: the relay socket facing it.
-    func candidate(facing side: Side) -> String {
+    public func candidate(facing side: Side) -> String {
         "candidate:1 1 UDP 2130706431 \(host) \(side == .a ? portFacingA : portFacingB) typ host"
     }
 
     /// Where `side` can be reached until a datagram from it shows its address. Ignored once learned
     /// or set.
-    func expect(_ side: Side, at address: String, port: UInt16) {
+    public func expect(_ side: Side, at address: String, port: UInt16) {
         var socketAddress = sockaddr_in()
         socketAddress.sin_family = sa_family_t(AF_INET)
         socketAddress.sin_port = port.bigEndian
@@ -168,7 +207,7 @@ final class UDPRelay: @unchecked Sendable {
     /// UDP host candidate (`candidate:<f> <c> UDP <prio> <addr> <port> typ host`); otherwise ignores it.
     /// Returns whether it was one.
     @discardableResult
-    func expect(_ side: Side, fromCandidate candidate: String) -> Bool {
+    public func expect(_ side: Side, fromCandidate candidate: String) -> Bool {
         let fields = candidate.split(separator: " ")
         guard fields.count >= 8, fields[2].uppercased() == "UDP", fields[6] == "typ", fields[7] == "host",
               let port = UInt16(fields[5]), fields[4].contains("."), !fields[4].contains(":") else { return false }
@@ -176,25 +215,26 @@ final class UDPRelay: @unchecked Sendable {
         return true
     }
 
-    /// Changes the impairment for the datagrams received from now on.
-    var impairment: Impairment {
+    /// The impairment in force; setting it changes it for the datagrams received from now on
+    /// (also while a call runs through the relay).
+    public var impairment: Impairment {
         get { shared.withLock { $0.impairment } }
         set { shared.withLock { $0.impairment = newValue } }
     }
 
     /// What went a → b (offerer to answerer) and b → a so far.
-    var counts: (aToB: Counts, bToA: Counts) {
+    public var counts: (aToB: Counts, bToA: Counts) {
         shared.withLock { ($0.countsAB, $0.countsBA) }
     }
 
     /// Whether the relay has heard from each side.
-    var learned: (a: Bool, b: Bool) {
+    public var learned: (a: Bool, b: Bool) {
         shared.withLock { ($0.learnedA, $0.learnedB) }
     }
 
     /// Stops the relay thread, waits for it and closes the sockets. Datagrams still held are
     /// dropped. Safe to call more than once.
-    func close() {
+    public func close() {
         let first = closed.withLock { wasClosed -> Bool in
             defer { wasClosed = true }
             return !wasClosed

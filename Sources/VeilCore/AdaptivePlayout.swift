@@ -1,0 +1,477 @@
+/// Adaptive playout of a received voice: how long each sample waits between its arrival and the
+/// loudspeaker, chosen from the jitter the connection actually shows, and changed without clicks or
+/// skips. The idea is libwebrtc's NetEq; the parts are Veil's own:
+///
+/// - **Target delay.** Every packet's arrival is compared with its media time (its RTP timestamp):
+///   how much later than the fastest packet of the last seconds it came is its arrival delay, as
+///   in NetEq, measured where packets enter the RTP jitter buffer so that the buffer's own waits
+///   for a lost packet do not feed back into it. The target is a high quantile
+///   (99 %) of those delays over the last seconds, plus one output block (a block that straddles
+///   two chunks needs the later one), how early blocks are taken before they play
+///   (`outputLeadMicros`) and a small margin. A clean path settles near 15 ms, a jittery one above
+///   its jitter; when the jitter ends, the window forgets it within `windowSeconds`.
+/// - **Playout.** The output takes one block (10 ms) at a time at the device's pace. Its error is
+///   how far the delay the next sample would get lies from the target. Too late: a block consumes
+///   one pitch period more than it plays (*accelerate*, the period removed by cross-fading two
+///   similar periods), or skips up to a block of near-silence. Too early: it plays one period more
+///   than it consumes (*expand*, the last period repeated by a cross-fade). The voice's pitch is
+///   untouched, and a change in delay spreads over many blocks.
+/// - **Nothing to play.** When the next samples have not arrived, the block repeats the last pitch
+///   period, fading out (*conceal*), and the voice stays where it was: the delay grows by a block,
+///   and acceleration brings it back. The chunk that was waited for counts as late.
+///
+/// Times are microseconds of one monotonic clock; samples are mono floats at `sampleRate`. Not
+/// thread-safe: the owner serialises `insert` and `nextBlock`.
+public struct AdaptivePlayout: Sendable {
+    /// Settings; the defaults suit 48 kHz speech in 10 ms blocks.
+    public struct Configuration: Sendable, Equatable {
+        public var sampleRate = 48_000
+        /// Samples per output block.
+        public var blockSamples = 480
+        /// A delay to keep instead of the adaptive target (e.g. `veil call --latency 80`); nil adapts.
+        public var fixedDelayMicros: UInt64?
+        /// How long before its playout time a block is taken (the output's own latency).
+        public var outputLeadMicros: UInt64 = 0
+        /// Added to the arrival-delay quantile, for the scheduling of the output thread.
+        public var marginMicros: UInt64 = 3_000
+        /// The target while too few arrivals are known (NetEq starts at 80 ms too).
+        public var initialDelayMicros: UInt64 = 80_000
+        public var minimumDelayMicros: UInt64 = 5_000
+        public var maximumDelayMicros: UInt64 = 500_000
+        /// The share of arrivals the target covers: 1 − this is the late-packet rate it accepts.
+        public var quantile = 0.99
+        /// How long an arrival delay counts towards the target.
+        public var windowSeconds = 6.0
+
+        public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil, outputLeadMicros: UInt64 = 0) {
+            self.sampleRate = sampleRate
+            self.blockSamples = blockSamples
+            self.fixedDelayMicros = fixedDelayMicros
+            self.outputLeadMicros = outputLeadMicros
+        }
+    }
+
+    /// What the playout did so far. Sample counts are at `sampleRate`.
+    public struct Statistics: Sendable, Equatable {
+        /// The delay the playout aims at now (µs): arrival-delay quantile, lead and margin.
+        public var targetDelayMicros: UInt64 = 0
+        /// The delay of the last block played from data: its playout time minus its first sample's
+        /// timeline time (µs).
+        public var currentDelayMicros: UInt64 = 0
+        /// Chunks inserted, and those that came after their time had been concealed.
+        public var chunks = 0, lateChunks = 0
+        /// Samples handed out (blocks × block size), silence before the first chunk excluded.
+        public var playedSamples = 0
+        /// Samples removed by acceleration (speech periods and near-silence).
+        public var acceleratedSamples = 0
+        /// Samples inserted by expansion.
+        public var expandedSamples = 0
+        /// Samples made up while nothing had arrived to play.
+        public var concealedSamples = 0
+        /// Samples dropped unplayed: duplicates, chunks that came after their place was played, overflow.
+        public var droppedSamples = 0
+    }
+
+    /// How a block was made.
+    public enum BlockKind: Sendable, Equatable {
+        /// Waiting for the first chunk, or for the delay to reach its target after a (re)start.
+        case silence
+        /// Played as received.
+        case normal
+        /// Played faster: `removed` samples of the input left out.
+        case accelerated(removed: Int)
+        /// Played slower: `inserted` samples repeated.
+        case expanded(inserted: Int)
+        /// Made up: nothing had arrived.
+        case concealed
+    }
+
+    /// One block of output.
+    public struct Block: Sendable {
+        public var samples: [Float]
+        /// The timeline time (µs) of the first input sample the block plays; nil for silence.
+        public var timelineMicros: UInt64?
+        public var kind: BlockKind
+    }
+
+    public let configuration: Configuration
+    public private(set) var statistics = Statistics()
+
+    /// Arrival minus media time of each packet (ms), relative to the first packet's.
+    private var arrivalDelays: SlidingPercentile
+    private var arrivalBase: Int64?
+    private var firstArrivalMicros: UInt64?
+    /// Received samples; `buffer[read...]` is still to play.
+    private var buffer: [Float] = []
+    private var read = 0
+    /// Timeline: sample positions count from `originMicros`; `buffer[0]` is at `bufferStart`.
+    private var originMicros: UInt64?
+    private var bufferStart: Int64 = 0
+    /// Whether playout has begun since the last (re)start.
+    private var playing = false
+    /// The most recent output (for expansion and concealment), newest last.
+    private var history: [Float] = []
+    /// Concealment in progress: its period, gain, and position within the period.
+    private var concealPeriod = 240, concealGain: Float = 1, concealPhase = 0
+    private var concealing = false
+    /// Whether the chunk that ends the current concealment was counted late.
+    private var waitedChunkCounted = false
+    /// Consecutive concealed blocks (a long silence restarts the playout).
+    private var concealedBlocks = 0
+    /// Blocks since the last acceleration of speech (speech is accelerated at most every other block).
+    private var blocksSinceSpeechAcceleration = 0
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        arrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
+        statistics.targetDelayMicros = configuration.fixedDelayMicros ?? configuration.initialDelayMicros
+    }
+
+    private var rate: Int64 { Int64(configuration.sampleRate) }
+    private var blockSamples: Int { configuration.blockSamples }
+    /// Shortest and longest pitch period searched: 2.5 ms (400 Hz) and one block (100 Hz at 10 ms).
+    private var shortestPeriod: Int { configuration.sampleRate / 400 }
+    private var longestPeriod: Int { blockSamples }
+    /// Cross-fade length for joins that are not pitch-synchronous (2.5 ms).
+    private var fadeSamples: Int { configuration.sampleRate / 400 }
+
+    private func position(ofMicros micros: UInt64, origin: UInt64) -> Int64 {
+        let offset = Int64(bitPattern: micros &- origin)
+        return (offset * rate + (offset >= 0 ? 500_000 : -500_000)) / 1_000_000
+    }
+
+    private func micros(ofPosition position: Int64, origin: UInt64) -> UInt64 {
+        UInt64(bitPattern: Int64(bitPattern: origin) &+ position * 1_000_000 / rate)
+    }
+
+    /// The delay the playout aims at now (µs).
+    public var targetDelayMicros: UInt64 {
+        if let fixed = configuration.fixedDelayMicros { return fixed }
+        guard arrivalDelays.count >= 25, let fastest = arrivalDelays.value(at: 0),
+              let slow = arrivalDelays.value(at: configuration.quantile) else {
+            return configuration.initialDelayMicros
+        }
+        let quantile = slow - fastest
+        // A block straddling two chunks needs the later one: one block more than the arrival delay.
+        let block = UInt64(blockSamples) * 1_000_000 / UInt64(rate)
+        let target = UInt64(max(Double(quantile), 0) * 1000) + block + configuration.outputLeadMicros + configuration.marginMicros
+        return min(max(target, configuration.minimumDelayMicros), configuration.maximumDelayMicros)
+    }
+
+    /// A packet arrived from the network at `arrivalMicros`, carrying media from `mediaMicros` on
+    /// (its RTP timestamp in µs, unwrapped; any origin). Feeds the target delay.
+    public mutating func packetArrived(mediaMicros: UInt64, arrivalMicros: UInt64) {
+        // A stream's first second is not its jitter: what queued while the connection came up
+        // arrives in a burst, and the receiver's clock mapping settles.
+        let first = firstArrivalMicros ?? arrivalMicros
+        firstArrivalMicros = first
+        guard arrivalMicros &- first >= 1_000_000 else { return }
+        let difference = Int64(bitPattern: arrivalMicros &- mediaMicros)
+        let base = arrivalBase ?? difference
+        arrivalBase = base
+        let relative = Float(Double(difference - base) / 1000)
+        if let fastest = arrivalDelays.value(at: 0), relative < fastest - 10 {
+            // The path got faster by more than half a packet: what the window holds was measured from
+            // the old, slower path and would read as jitter. Start the measurement over.
+            arrivalDelays.removeAll()
+        }
+        arrivalDelays.add(relative, at: Double(arrivalMicros) / 1_000_000)
+    }
+
+    /// A decoded chunk: `samples` whose first one is at `timelineMicros` (the jitter buffer's output
+    /// timestamp).
+    public mutating func insert(_ samples: [Float], timelineMicros: UInt64) {
+        guard !samples.isEmpty else { return }
+        statistics.chunks += 1
+        guard let origin = originMicros else {
+            originMicros = timelineMicros
+            bufferStart = 0
+            buffer = samples
+            read = 0
+            return
+        }
+        let start = position(ofMicros: timelineMicros, origin: origin)
+        let end = bufferStart + Int64(buffer.count)
+        let tolerance = Int64(configuration.sampleRate / 1000)
+        if start > end + Int64(configuration.sampleRate / 2) {
+            // Half a second missing: the stream paused (or the timeline moved); start over.
+            restart(at: timelineMicros, with: samples)
+            return
+        }
+        if concealing, !waitedChunkCounted {
+            // The chunk the concealment waited for.
+            statistics.lateChunks += 1
+            waitedChunkCounted = true
+        }
+        if start > end + tolerance {
+            // A gap the decoder did not conceal: filled with silence, to keep the timeline.
+            buffer.append(contentsOf: repeatElement(0, count: Int(start - end)))
+            buffer.append(contentsOf: samples)
+        } else if start >= end - tolerance {
+            buffer.append(contentsOf: samples)
+        } else {
+            // Overlaps what is here (a duplicate, or a chunk whose place was played): keep the new part.
+            let skip = Int(min(end - start, Int64(samples.count)))
+            statistics.droppedSamples += skip
+            if skip < samples.count { buffer.append(contentsOf: samples[skip...]) }
+        }
+        let overflow = buffer.count - read - Int(Int64(configuration.maximumDelayMicros) * 2 * rate / 1_000_000)
+        if overflow > 0 {
+            read += overflow
+            statistics.droppedSamples += overflow
+        }
+        compact()
+    }
+
+    private mutating func restart(at timelineMicros: UInt64, with samples: [Float]) {
+        statistics.droppedSamples += buffer.count - read
+        originMicros = timelineMicros
+        bufferStart = 0
+        buffer = samples
+        read = 0
+        playing = false
+        concealing = false
+        concealedBlocks = 0
+    }
+
+    private mutating func compact() {
+        if read > 48_000 {
+            buffer.removeFirst(read)
+            bufferStart += Int64(read)
+            read = 0
+        }
+    }
+
+    /// The next block, to be played at `playoutMicros`.
+    public mutating func nextBlock(playoutMicros: UInt64) -> Block {
+        let target = targetDelayMicros
+        statistics.targetDelayMicros = target
+        guard let origin = originMicros else { return Block(samples: silence(), timelineMicros: nil, kind: .silence) }
+        let readMicros = micros(ofPosition: bufferStart + Int64(read), origin: origin)
+        let error = Int64(bitPattern: playoutMicros &- readMicros) - Int64(target)
+        let available = buffer.count - read
+        if !playing {
+            // (Re)start: wait in silence until the first sample would play at the target delay.
+            guard error >= -Int64(blockSamples) * 1_000_000 / rate / 2 else {
+                return Block(samples: silence(), timelineMicros: nil, kind: .silence)
+            }
+            playing = true
+            history = []
+        }
+        statistics.playedSamples += blockSamples
+        let block: Block
+        if available < blockSamples {
+            block = conceal()
+        } else {
+            block = play(error: error, available: available, timelineMicros: readMicros)
+            statistics.currentDelayMicros = UInt64(max(Int64(bitPattern: playoutMicros &- readMicros), 0))
+        }
+        remember(block.samples)
+        return block
+    }
+
+    private func silence() -> [Float] { [Float](repeating: 0, count: blockSamples) }
+
+    /// A block from data, `error` µs later (positive) or earlier than the target.
+    private mutating func play(error: Int64, available: Int, timelineMicros: UInt64) -> Block {
+        let n = blockSamples
+        let errorSamples = Int(error * rate / 1_000_000)
+        // The target is the least delay that is safe: the playout stays between it and 5 ms above.
+        let above = Int(rate) * 5 / 1000, below = Int(rate) / 1000
+        blocksSinceSpeechAcceleration += 1
+        var output: [Float]
+        var kind = BlockKind.normal
+        if errorSamples > above, available >= n + shortestPeriod,
+           let (removed, samples) = accelerated(by: errorSamples, available: available) {
+            output = samples
+            read += n + removed
+            statistics.acceleratedSamples += removed
+            kind = .accelerated(removed: removed)
+        } else if errorSamples < -below, history.count >= longestPeriod,
+                  let (inserted, samples) = expanded(by: -errorSamples) {
+            output = samples
+            read += n - inserted
+            statistics.expandedSamples += inserted
+            kind = .expanded(inserted: inserted)
+        } else {
+            output = Array(buffer[read..<read + n])
+            read += n
+        }
+        if concealing {
+            // Join the concealment's continuation to the data that came back.
+            let continuation = concealment(count: fadeSamples)
+            for i in 0..<fadeSamples {
+                let w = Float(i + 1) / Float(fadeSamples + 1)
+                output[i] = continuation[i] * (1 - w) + output[i] * w
+            }
+            concealing = false
+        }
+        concealedBlocks = 0
+        compact()
+        return Block(samples: output, timelineMicros: timelineMicros, kind: kind)
+    }
+
+    /// Plays `n` samples from `n + removed` of the input: near-silence loses up to what the error
+    /// asks (within one block), speech one pitch period that resembles the next.
+    private mutating func accelerated(by errorSamples: Int, available: Int) -> (Int, [Float])? {
+        let n = blockSamples
+        let most = min(available - n, n)
+        let input = buffer[read..<read + n + most]
+        if Self.rms(input) < Self.quiet {
+            // Down to just above the target.
+            let removed = min(errorSamples - Int(rate) / 1000, most)
+            guard removed >= fadeSamples else { return nil }
+            return (removed, Self.joined(Array(input), skipping: removed, outputCount: n, fade: fadeSamples))
+        }
+        // A period no longer than the excess, so that the delay does not fall below the target.
+        let longest = min(most, longestPeriod, errorSamples - Int(rate) / 1000)
+        guard blocksSinceSpeechAcceleration >= 2, longest >= shortestPeriod else { return nil }
+        let segment = Array(input)
+        guard let (period, similarity) = Self.bestPeriod(segment, from: 0, against: 0, periods: shortestPeriod...longest),
+              similarity > 0.6 else { return nil }
+        blocksSinceSpeechAcceleration = 0
+        // The first period cross-fades into the second, which is then skipped.
+        var output = [Float](repeating: 0, count: n)
+        for i in 0..<period {
+            let w = Float(i + 1) / Float(period + 1)
+            output[i] = segment[i] * (1 - w) + segment[period + i] * w
+        }
+        for i in period..<n { output[i] = segment[i + period] }
+        return (period, output)
+    }
+
+    /// Plays `n` samples from `n − inserted` of the input: the coming period cross-fades into the
+    /// last one played, which the input then follows again.
+    private mutating func expanded(by errorSamples: Int) -> (Int, [Float])? {
+        let n = blockSamples
+        let input = Array(buffer[read..<read + n])
+        let recent = Array(history.suffix(longestPeriod))
+        let quietNow = Self.rms(input[...]) < Self.quiet && Self.rms(recent[...]) < Self.quiet
+        let period: Int
+        if quietNow {
+            period = min(max(errorSamples, shortestPeriod), n / 2)
+        } else {
+            let joined = recent + input
+            guard let (found, similarity) = Self.bestPeriod(joined, from: recent.count, against: recent.count, periods: shortestPeriod...n / 2, backwards: true),
+                  similarity > 0.5 else { return nil }
+            period = found
+        }
+        var output = [Float](repeating: 0, count: n)
+        let last = history.count - period
+        for i in 0..<period {
+            let w = Float(i + 1) / Float(period + 1)
+            output[i] = input[i] * (1 - w) + history[last + i] * w
+        }
+        for i in period..<n { output[i] = input[i - period] }
+        return (period, output)
+    }
+
+    /// A made-up block: the last pitch period repeated, fading out over about 60 ms.
+    private mutating func conceal() -> Block {
+        if !concealing {
+            concealing = true
+            waitedChunkCounted = false
+            concealGain = 1
+            concealPhase = 0
+            let recent = history.suffix(2 * longestPeriod)
+            if recent.count >= 2 * shortestPeriod, Self.rms(recent) >= Self.quiet,
+               let (period, _) = Self.bestPeriod(Array(recent), from: recent.count, against: recent.count,
+                                                 periods: shortestPeriod...min(recent.count / 2, longestPeriod), backwards: true, lookback: true) {
+                concealPeriod = period
+            } else {
+                concealPeriod = min(max(history.count, 1), fadeSamples * 2)
+            }
+        }
+        concealedBlocks += 1
+        statistics.concealedSamples += blockSamples
+        let samples = concealment(count: blockSamples)
+        concealPhase += blockSamples
+        concealGain *= 0.6
+        if concealedBlocks * blockSamples > Int(rate) {
+            // A second with nothing: the stream stopped; the next chunk starts the playout afresh.
+            playing = false
+            concealing = false
+            concealedBlocks = 0
+            originMicros = nil
+            buffer = []
+            read = 0
+            history = []
+        }
+        return Block(samples: samples, timelineMicros: nil, kind: .concealed)
+    }
+
+    /// `count` samples of the concealment from where it stands (the gain ramps to the next block's).
+    private func concealment(count: Int) -> [Float] {
+        guard !history.isEmpty else { return [Float](repeating: 0, count: count) }
+        let period = min(concealPeriod, history.count)
+        let base = history.count - period
+        // The concealment's own output is in the history too: index the period as it stood.
+        return (0..<count).map { i in
+            let ramp = concealGain * (1 - 0.4 * Float(i) / Float(max(blockSamples, 1)))
+            return history[base + (concealPhase + i) % period] * ramp
+        }
+    }
+
+    private mutating func remember(_ samples: [Float]) {
+        if concealing { return } // keep the period that is being repeated
+        history.append(contentsOf: samples)
+        if history.count > 4 * longestPeriod { history.removeFirst(history.count - 4 * longestPeriod) }
+    }
+
+    // MARK: - Signal helpers
+
+    /// Near-silence: below −48 dBFS RMS.
+    static let quiet: Float = 0.004
+
+    static func rms(_ samples: ArraySlice<Float>) -> Float {
+        guard !samples.isEmpty else { return 0 }
+        var sum: Float = 0
+        for sample in samples { sum += sample * sample }
+        return (sum / Float(samples.count)).squareRoot()
+    }
+
+    /// `input` with `skipping` samples after the first `fade` left out, the join cross-faded; the
+    /// first `outputCount` samples of the result.
+    static func joined(_ input: [Float], skipping: Int, outputCount: Int, fade: Int) -> [Float] {
+        var output = [Float](repeating: 0, count: outputCount)
+        for i in 0..<outputCount {
+            if i < fade {
+                let w = Float(i + 1) / Float(fade + 1)
+                output[i] = input[i] * (1 - w) + input[i + skipping] * w
+            } else {
+                output[i] = input[i + skipping]
+            }
+        }
+        return output
+    }
+
+    /// The period in `periods` at which `samples` best repeats, with its normalised correlation.
+    /// Forwards: `samples[from...]` against `samples[from + period...]`. Backwards: the period
+    /// ending at `against` against the one before it (`lookback`), or the `period` samples from
+    /// `from` against the `period` samples before `against`.
+    static func bestPeriod(_ samples: [Float], from: Int, against: Int, periods: ClosedRange<Int>,
+                           backwards: Bool = false, lookback: Bool = false) -> (Int, Float)? {
+        var best: (Int, Float)?
+        let length = min(periods.lowerBound * 2, 240)
+        for period in periods {
+            let a: Int, b: Int
+            if !backwards {
+                a = from; b = from + period
+            } else if lookback {
+                a = against - period; b = against - 2 * period
+            } else {
+                a = from; b = against - period
+            }
+            guard a >= 0, b >= 0, a + length <= samples.count, b + length <= samples.count else { continue }
+            var ab: Float = 0, aa: Float = 0, bb: Float = 0
+            for i in 0..<length {
+                let x = samples[a + i], y = samples[b + i]
+                ab += x * y; aa += x * x; bb += y * y
+            }
+            guard aa > 0, bb > 0 else { continue }
+            let similarity = ab / (aa * bb).squareRoot()
+            if best == nil || similarity > best!.1 { best = (period, similarity) }
+        }
+        return best
+    }
+}

@@ -1,0 +1,198 @@
+import XCTest
+@testable import VeilCore
+
+/// The adaptive playout on a simulated network: a voice-like signal cut into 20 ms chunks arrives
+/// with the jitter a schedule gives, and blocks are taken every 10 ms as a sound card would.
+final class AdaptivePlayoutTests: XCTestCase {
+    /// A voiced, speech-like signal: harmonics of a gliding 110–190 Hz pitch, in syllables
+    /// (150–300 ms on, 60–200 ms of near-silence between), at 48 kHz.
+    static func voice(seconds: Double, seed: UInt64 = 1) -> [Float] {
+        var random = SplitMix64(seed: seed)
+        let count = Int(seconds * 48_000)
+        var samples = [Float](repeating: 0, count: count)
+        var phase = 0.0, index = 0
+        while index < count {
+            let on = 7_200 + Int(random.next() % 7_200), off = 2_880 + Int(random.next() % 6_720)
+            let pitch = 110 + Double(random.next() % 80)
+            for i in 0..<on where index + i < count {
+                let envelope = sin(Double.pi * Double(i) / Double(on))
+                phase += 2 * Double.pi * (pitch + 20 * Double(i) / Double(on)) / 48_000
+                samples[index + i] = Float(envelope * (0.3 * sin(phase) + 0.15 * sin(2 * phase) + 0.08 * sin(3 * phase)))
+            }
+            index += on + off
+        }
+        return samples
+    }
+
+    struct Run {
+        var blocks: [AdaptivePlayout.Block] = []
+        var playoutTimes: [UInt64] = []
+        var targets: [UInt64] = []
+        var delays: [Int64] = []
+        var playout: AdaptivePlayout
+        var output: [Float] { blocks.flatMap(\.samples) }
+    }
+
+    /// Plays `signal` through a playout whose chunks arrive `jitter(k)` ms after their timeline time
+    /// (in order: a chunk never overtakes the one before), or never when `lost(k)`.
+    static func run(_ signal: [Float], configuration: AdaptivePlayout.Configuration = .init(),
+                    jitter: (Int) -> Double, lost: (Int) -> Bool = { _ in false }) -> Run {
+        var run = Run(playout: AdaptivePlayout(configuration: configuration))
+        let start: UInt64 = 10_000_000
+        let chunk = 960
+        var arrivals: [(time: UInt64, index: Int)] = []
+        var previous: UInt64 = 0
+        for k in 0..<signal.count / chunk where !lost(k) {
+            let time = max(start + UInt64(k) * 20_000 + UInt64(max(jitter(k), 0) * 1000), previous)
+            previous = time
+            arrivals.append((time, k))
+        }
+        var next = 0
+        var playout = start + 5_000  // the sound card's first block
+        let end = start + UInt64(signal.count / 48) * 1000
+        while playout < end {
+            while next < arrivals.count, arrivals[next].time <= playout {
+                let k = arrivals[next].index
+                // The jitter buffer's timeline is the fastest path's: the media time itself here.
+                run.playout.packetArrived(mediaMicros: start + UInt64(k) * 20_000, arrivalMicros: arrivals[next].time)
+                run.playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), timelineMicros: start + UInt64(k) * 20_000)
+                next += 1
+            }
+            let block = run.playout.nextBlock(playoutMicros: playout)
+            run.blocks.append(block)
+            run.playoutTimes.append(playout)
+            run.targets.append(run.playout.statistics.targetDelayMicros)
+            run.delays.append(block.timelineMicros.map { Int64(playout) - Int64($0) } ?? -1)
+            playout += 10_000
+        }
+        return run
+    }
+
+    static func median(_ values: [Int64]) -> Int64 {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    /// Indexes of the blocks played at or after `seconds` into the run.
+    static func blocks(after seconds: Double, in run: Run) -> Range<Int> {
+        let first = Int(seconds * 100)
+        return min(first, run.blocks.count)..<run.blocks.count
+    }
+
+    func testACleanPathPlaysEverySampleUnchangedAtASmallDelay() {
+        let signal = Self.voice(seconds: 8)
+        let run = Self.run(signal, jitter: { _ in 0.5 })
+        let settled = Self.blocks(after: 3, in: run)
+        let delays = settled.map { run.delays[$0] }.filter { $0 >= 0 }
+        let delay = Self.median(delays)
+        print("clean: target \(run.playout.statistics.targetDelayMicros) µs, delay p50 \(delay) µs, statistics \(run.playout.statistics)")
+        // Arrival delay 0.5 ms + one 10 ms block + 3 ms margin.
+        XCTAssertEqual(run.playout.statistics.targetDelayMicros, 13_500, accuracy: 1_000)
+        XCTAssertLessThan(delay, 20_000, "the delay came down from its 80 ms start to the clean path's")
+        XCTAssertEqual(run.playout.statistics.concealedSamples, 0)
+        XCTAssertEqual(run.playout.statistics.lateChunks, 0)
+        // Once settled, blocks play the received samples unchanged, from their own place.
+        var unchanged = 0
+        for index in settled where run.blocks[index].kind == .normal {
+            guard let time = run.blocks[index].timelineMicros else { continue }
+            let position = (Int(time - 10_000_000) * 48 + 999) / 1000
+            if run.blocks[index].samples == Array(signal[position..<position + 480]) { unchanged += 1 }
+        }
+        XCTAssertGreaterThan(unchanged, settled.count * 9 / 10)
+    }
+
+    func testTheDelayFollowsJitterUpAndComesBackDownWithinTenSeconds() {
+        let signal = Self.voice(seconds: 30, seed: 3)
+        var random = SplitMix64(seed: 11)
+        // Clean for 8 s, then 0–60 ms of jitter for 10 s, then clean again.
+        let run = Self.run(signal, jitter: { k in
+            let seconds = Double(k) / 50
+            let draw = Double(random.next() >> 11) / Double(1 << 53)
+            return seconds >= 8 && seconds < 18 ? 60 * draw : 0.5
+        })
+        let jittery = Self.blocks(after: 11, in: run).prefix(700)  // 11–18 s
+        let jitterDelay = Self.median(jittery.map { run.delays[$0] }.filter { $0 >= 0 })
+        let after = Self.blocks(after: 28, in: run)  // 10 s after the jitter ended
+        let afterDelay = Self.median(after.map { run.delays[$0] }.filter { $0 >= 0 })
+        let statistics = run.playout.statistics
+        let late = Double(statistics.lateChunks) / Double(statistics.chunks)
+        print("jitter: delay p50 \(jitterDelay) µs under 0–60 ms jitter, \(afterDelay) µs 10 s after; late \(statistics.lateChunks)/\(statistics.chunks); \(statistics)")
+        XCTAssertGreaterThan(jitterDelay, 50_000, "the delay rose above the jitter")
+        XCTAssertLessThan(jitterDelay, 100_000, "the delay stayed near the jitter")
+        XCTAssertLessThan(afterDelay, 25_000, "the delay came back down within 10 s")
+        XCTAssertLessThanOrEqual(late, 0.01, "late chunks")
+    }
+
+    func testAPathThatGetsFasterIsNotMistakenForJitter() {
+        // 150 ms of fixed delay, then none: the packets come sooner, which is no jitter at all.
+        let signal = Self.voice(seconds: 12, seed: 13)
+        let run = Self.run(signal, jitter: { k in k < 300 ? 150 : 0.5 })
+        let late = Self.blocks(after: 9, in: run)  // 3 s after the change
+        let target = Self.median(late.map { Int64(run.targets[$0]) })
+        let delay = Self.median(late.map { run.delays[$0] }.filter { $0 >= 0 })
+        print("faster path: target \(target) µs, delay \(delay) µs 3 s after the change")
+        XCTAssertLessThan(target, 30_000, "the target came back to the clean path's")
+        XCTAssertLessThan(delay, 30_000)
+    }
+
+    func testStretchingKeepsTheWaveContinuous() {
+        // Fixed 80 ms, then the playout is asked for 20 ms: it must remove 60 ms of speech by
+        // periods, not by jumps; the largest step between samples stays that of the voice itself.
+        let signal = Self.voice(seconds: 6, seed: 5)
+        var step: Float = 0
+        for i in 1..<signal.count { step = max(step, abs(signal[i] - signal[i - 1])) }
+        for jitterMillis in [0.5, 30] {
+            var random = SplitMix64(seed: 2)
+            let run = Self.run(signal, jitter: { _ in jitterMillis * Double(random.next() >> 11) / Double(1 << 53) })
+            let output = run.output
+            var largest: Float = 0
+            for i in 1..<output.count { largest = max(largest, abs(output[i] - output[i - 1])) }
+            let statistics = run.playout.statistics
+            print("jitter 0–\(jitterMillis) ms: largest step \(largest) (voice \(step)); accelerated \(statistics.acceleratedSamples), expanded \(statistics.expandedSamples), concealed \(statistics.concealedSamples)")
+            XCTAssertGreaterThan(statistics.acceleratedSamples, 48 * 20, "the start's 80 ms came down by acceleration")
+            XCTAssertLessThan(largest, step * 2.5, "a jump in the wave (a click) at jitter \(jitterMillis)")
+        }
+    }
+
+    func testAMissingChunkIsConcealedAndCountedLateWhenItComes() {
+        let signal = Self.voice(seconds: 12, seed: 7)
+        // Chunk 150 (3 s in) is 80 ms late; chunk 200 never comes (the decoder would conceal it).
+        let run = Self.run(signal, jitter: { $0 == 150 ? 80 : 0.5 }, lost: { $0 == 200 })
+        let statistics = run.playout.statistics
+        print("late chunk: \(statistics)")
+        XCTAssertGreaterThan(statistics.concealedSamples, 0)
+        XCTAssertGreaterThanOrEqual(statistics.lateChunks, 1)
+        // Nothing was skipped: every sample after the gap still plays (the delay grew instead).
+        let tail = Self.blocks(after: 10, in: run)  // once the window has forgotten the late chunk
+        XCTAssertLessThan(Self.median(tail.map { run.delays[$0] }.filter { $0 >= 0 }), 30_000, "the delay came back down")
+        // The concealment fades: no block is louder than the voice around it.
+        let peak = signal.map(abs).max() ?? 1
+        for block in run.blocks where block.kind == .concealed {
+            XCTAssertLessThanOrEqual(block.samples.map(abs).max() ?? 0, peak * 1.01)
+        }
+    }
+
+    func testAFixedDelayIsKept() {
+        var configuration = AdaptivePlayout.Configuration()
+        configuration.fixedDelayMicros = 80_000
+        let run = Self.run(Self.voice(seconds: 5), configuration: configuration, jitter: { _ in 0.5 })
+        let delay = Self.median(Self.blocks(after: 2, in: run).map { run.delays[$0] }.filter { $0 >= 0 })
+        print("fixed 80 ms: delay p50 \(delay) µs")
+        XCTAssertEqual(Double(delay), 80_000, accuracy: 6_000)
+        XCTAssertEqual(run.playout.statistics.concealedSamples, 0)
+    }
+
+    func testAStreamThatStopsRestartsAtItsTargetInsteadOfPlayingStaleAudio() {
+        let signal = Self.voice(seconds: 6, seed: 9)
+        // Nothing arrives between 2 and 4 s (a dead path): after a second of concealment the
+        // playout waits, and the voice resumes at the target delay, not two seconds behind.
+        let run = Self.run(signal, jitter: { _ in 0.5 }, lost: { k in k >= 100 && k < 200 })
+        let resumed = Self.blocks(after: 4.5, in: run)
+        let delay = Self.median(resumed.map { run.delays[$0] }.filter { $0 >= 0 })
+        print("restart: delay p50 after the pause \(delay) µs; \(run.playout.statistics)")
+        XCTAssertLessThan(delay, 100_000)
+        // The concealment lasted at most about a second, then silence.
+        XCTAssertLessThanOrEqual(run.playout.statistics.concealedSamples, 48_000 + 480)
+        XCTAssertGreaterThan(run.playout.statistics.concealedSamples, 0)
+    }
+}
