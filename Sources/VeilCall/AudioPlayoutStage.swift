@@ -31,8 +31,6 @@ final class AudioPlayoutStage: Sendable {
         var output: Output?
         var threadStarted = false
         var stopping = false
-        /// The delay of the last block played from data (µs), 0 before.
-        var delayMicros: UInt64 = 0
     }
 
     static let blockMicros: UInt64 = 10_000
@@ -76,7 +74,7 @@ final class AudioPlayoutStage: Sendable {
 
     /// The delay of the last block played from data (µs): from the jitter buffer's output
     /// timestamp to the time it is heard. Nil before the first block played.
-    var delayMicros: UInt64? { state.withLock { $0.delayMicros == 0 ? nil : $0.delayMicros } }
+    var delayMicros: UInt64? { state.withLock { $0.playout.statistics.currentDelayMicros }.nonZero }
 
     /// Stops the playout thread (waits up to a second for it). Idempotent.
     func stop() {
@@ -99,7 +97,6 @@ final class AudioPlayoutStage: Sendable {
             let taken = state.withLock { state -> (AdaptivePlayout.Block, UInt64)? in
                 guard !state.stopping else { return nil }
                 let block = state.playout.nextBlock(playoutMicros: playoutMicros)
-                if let timeline = block.timelineMicros, playoutMicros > timeline { state.delayMicros = playoutMicros - timeline }
                 return (block, state.playout.statistics.targetDelayMicros)
             }
             guard let (block, target) = taken else { return }
@@ -114,14 +111,16 @@ final class AudioPlayoutStage: Sendable {
         }
     }
 
-    private static func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000 + UInt64(time.tv_nsec) / 1000
-    }
+    /// CLOCK_MONOTONIC in µs, the media clock (`PeerConnection.mediaTimeMicros`).
+    private static func now() -> UInt64 { monotonicNanoseconds() / 1000 }
 
     private static func sleep(until micros: UInt64) {
         var time = timespec(tv_sec: Int(micros / 1_000_000), tv_nsec: Int(micros % 1_000_000) * 1000)
         while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &time, nil) == EINTR {}
     }
+}
+
+private extension UInt64 {
+    /// Nil for 0 (a figure not known yet).
+    var nonZero: UInt64? { self == 0 ? nil : self }
 }
