@@ -96,6 +96,7 @@ final class AudioPlayoutStage: Sendable {
             let playoutMicros = next + lead
             let taken = state.withLock { state -> (AdaptivePlayout.Block, UInt64)? in
                 guard !state.stopping else { return nil }
+                state.playout.outputLeadMicros = lead
                 let block = state.playout.nextBlock(playoutMicros: playoutMicros)
                 return (block, state.playout.statistics.targetDelayMicros)
             }

@@ -103,8 +103,9 @@ extension PeerConnection {
         let playout = "appsrc name=playout is-live=true format=time do-timestamp=false min-latency=0 ! audioconvert"
         switch output {
         case .discard, .callback: return decode
-        // 30 ms of ring buffer in 10 ms periods, like Chrome's output on PulseAudio: enough for
-        // the playout thread's scheduling, and no more (pulsesink's default is 200 ms).
+        // 30 ms of ring buffer in 10 ms periods (the sink reports 40 ms of latency, which the
+        // playout adds to its target): enough for the playout thread's scheduling, and no more
+        // (pulsesink's default is 200 ms; at 20 ms a busy machine underran audibly).
         case .pulse: return decode + "  " + playout + " ! pulsesink name=sink async=false buffer-time=30000 latency-time=10000"
         case .file: return decode + "  " + playout + " ! audio/x-raw,format=S16LE ! wavenc ! filesink name=sink async=false"
         }

@@ -135,7 +135,9 @@ final class PeerGraph: @unchecked Sendable {
         case .silence:
             source = "audiotestsrc name=source is-live=true wave=silence samplesperbuffer=480"
         case .pulse:
-            source = "pulsesrc name=source"
+            // Read in 10 ms fragments (the sound server hands each one over as it fills), with room
+            // for 40 ms should the send thread be late; pulsesrc's default keeps 200 ms.
+            source = "pulsesrc name=source buffer-time=40000 latency-time=10000"
         case .file:
             // Live silence keeps the track running; the file joins the mixer once connected.
             source = "audiotestsrc name=source is-live=true wave=silence samplesperbuffer=480 ! audio/x-raw,format=S16LE,rate=48000,channels=1,layout=interleaved ! audiomixer name=mixer"

@@ -7,8 +7,9 @@
 ///   in NetEq, measured where packets enter the RTP jitter buffer so that the buffer's own waits
 ///   for a lost packet do not feed back into it. The target is a high quantile
 ///   (99 %) of those delays over the last seconds, plus one output block (a block that straddles
-///   two chunks needs the later one), how early blocks are taken before they play
-///   (`outputLeadMicros`) and a small margin. A clean path settles near 15 ms, a jittery one above
+///   two chunks needs the later one) and a small margin; how early the output takes blocks before
+///   they are heard (`outputLeadMicros`, the sound server's buffer) comes on top. A clean path
+///   settles near 15 ms before the output's lead, a jittery one above
 ///   its jitter; when the jitter ends, the window forgets it within `windowSeconds`.
 /// - **Playout.** The output takes one block (10 ms) at a time at the device's pace. Its error is
 ///   how far the delay the next sample would get lies from the target. Too late: a block consumes
@@ -28,10 +29,9 @@ public struct AdaptivePlayout: Sendable {
         public var sampleRate = 48_000
         /// Samples per output block.
         public var blockSamples = 480
-        /// A delay to keep instead of the adaptive target (e.g. `veil call --latency 80`); nil adapts.
+        /// A delay to keep instead of the adaptive target (e.g. `veil call --latency 80`), the
+        /// output's lead excluded; nil adapts.
         public var fixedDelayMicros: UInt64?
-        /// How long before its playout time a block is taken (the output's own latency).
-        public var outputLeadMicros: UInt64 = 0
         /// Added to the arrival-delay quantile, for the scheduling of the output thread.
         public var marginMicros: UInt64 = 3_000
         /// The target while too few arrivals are known (NetEq starts at 80 ms too).
@@ -43,18 +43,19 @@ public struct AdaptivePlayout: Sendable {
         /// How long an arrival delay counts towards the target.
         public var windowSeconds = 6.0
 
-        public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil, outputLeadMicros: UInt64 = 0) {
+        public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil) {
             self.sampleRate = sampleRate
             self.blockSamples = blockSamples
             self.fixedDelayMicros = fixedDelayMicros
-            self.outputLeadMicros = outputLeadMicros
         }
     }
 
     /// What the playout did so far. Sample counts are at `sampleRate`.
     public struct Statistics: Sendable, Equatable {
-        /// The delay the playout aims at now (µs): arrival-delay quantile, lead and margin.
+        /// The delay the playout aims at now (µs): arrival-delay quantile, block, margin and the output's lead.
         public var targetDelayMicros: UInt64 = 0
+        /// Of the target, how long before it is heard the output takes a block (µs).
+        public var outputLeadMicros: UInt64 = 0
         /// The delay of the last block played from data: its playout time minus its first sample's
         /// timeline time (µs).
         public var currentDelayMicros: UInt64 = 0
@@ -96,6 +97,12 @@ public struct AdaptivePlayout: Sendable {
 
     public let configuration: Configuration
     public private(set) var statistics = Statistics()
+    /// How long before its playout time the output takes a block (µs): the latency of the sound
+    /// server's buffer, which the owner sets as the output reports it (0 for a callback called at
+    /// the playout time). Blocks are taken this much earlier, so the target grows by as much.
+    public var outputLeadMicros: UInt64 = 0 {
+        didSet { statistics.outputLeadMicros = outputLeadMicros }
+    }
 
     /// Arrival minus media time of each packet (ms), relative to the first packet's.
     private var arrivalDelays: SlidingPercentile
@@ -124,7 +131,7 @@ public struct AdaptivePlayout: Sendable {
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         arrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
-        statistics.targetDelayMicros = configuration.fixedDelayMicros ?? configuration.initialDelayMicros
+        statistics.targetDelayMicros = targetDelayMicros
     }
 
     private var rate: Int64 { Int64(configuration.sampleRate) }
@@ -144,8 +151,11 @@ public struct AdaptivePlayout: Sendable {
         UInt64(bitPattern: Int64(bitPattern: origin) &+ position * 1_000_000 / rate)
     }
 
-    /// The delay the playout aims at now (µs).
-    public var targetDelayMicros: UInt64 {
+    /// The delay the playout aims at now (µs), the output's lead included.
+    public var targetDelayMicros: UInt64 { bufferTargetMicros + outputLeadMicros }
+
+    /// The delay a block waits in the playout before the output takes it (µs).
+    private var bufferTargetMicros: UInt64 {
         if let fixed = configuration.fixedDelayMicros { return fixed }
         guard arrivalDelays.count >= 25, let fastest = arrivalDelays.value(at: 0),
               let slow = arrivalDelays.value(at: configuration.quantile) else {
@@ -154,7 +164,7 @@ public struct AdaptivePlayout: Sendable {
         let quantile = slow - fastest
         // A block straddling two chunks needs the later one: one block more than the arrival delay.
         let block = UInt64(blockSamples) * 1_000_000 / UInt64(rate)
-        let target = UInt64(max(Double(quantile), 0) * 1000) + block + configuration.outputLeadMicros + configuration.marginMicros
+        let target = UInt64(max(Double(quantile), 0) * 1000) + block + configuration.marginMicros
         return min(max(target, configuration.minimumDelayMicros), configuration.maximumDelayMicros)
     }
 

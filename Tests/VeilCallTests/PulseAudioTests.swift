@@ -78,6 +78,12 @@ final class PulseAudioTests: XCTestCase {
         try await Task.sleep(nanoseconds: 2_500_000_000)
         let onHeadset = Heard(headset.samples(from: connected + 1_000_000)), onSpeaker = Heard(speaker.samples(from: connected + 1_000_000))
         print("pulse output: headset.monitor \(onHeadset); speaker.monitor \(onSpeaker) (sent: 440 Hz)")
+        // The sound server takes each block some tens of ms before it is heard; the playout's
+        // target includes that lead, so the clean call plays through without gaps to conceal.
+        let playout = pair.answerer.playoutStatistics
+        let concealed = Double(playout.concealedSamples) / Double(max(playout.playedSamples, 1))
+        print("pulse output: target delay \(playout.targetDelayMicros / 1000) ms (of which the sound server's \(playout.outputLeadMicros / 1000) ms), concealed \(String(format: "%.1f", concealed * 100)) %, late chunks \(playout.lateChunks) of \(playout.chunks)")
+        XCTAssertLessThan(concealed, 0.02, "a clean call conceals nothing once the playout knows the output's lead: \(playout)")
         XCTAssertTrue(onHeadset.isTone(440), "the tone plays on the chosen sink: \(onHeadset)")
         XCTAssertTrue(onSpeaker.isSilent, "and not on the other: \(onSpeaker)")
         XCTAssertEqual(pair.answerer.audioOutputDevice, "headset")

@@ -34,10 +34,13 @@ final class AdaptivePlayoutTests: XCTestCase {
     }
 
     /// Plays `signal` through a playout whose chunks arrive `jitter(k)` ms after their timeline time
-    /// (in order: a chunk never overtakes the one before), or never when `lost(k)`.
+    /// (in order: a chunk never overtakes the one before), or never when `lost(k)`. The output takes
+    /// each block `leadMicros` before it is heard, and tells the playout so when `toldLead`.
     static func run(_ signal: [Float], configuration: AdaptivePlayout.Configuration = .init(),
+                    leadMicros: UInt64 = 0, toldLead: Bool = true,
                     jitter: (Int) -> Double, lost: (Int) -> Bool = { _ in false }) -> Run {
         var run = Run(playout: AdaptivePlayout(configuration: configuration))
+        if toldLead { run.playout.outputLeadMicros = leadMicros }
         let start: UInt64 = 10_000_000
         let chunk = 960
         var arrivals: [(time: UInt64, index: Int)] = []
@@ -51,7 +54,7 @@ final class AdaptivePlayoutTests: XCTestCase {
         var playout = start + 5_000  // the sound card's first block
         let end = start + UInt64(signal.count / 48) * 1000
         while playout < end {
-            while next < arrivals.count, arrivals[next].time <= playout {
+            while next < arrivals.count, arrivals[next].time <= playout - leadMicros {
                 let k = arrivals[next].index
                 // The jitter buffer's timeline is the fastest path's: the media time itself here.
                 run.playout.packetArrived(mediaMicros: start + UInt64(k) * 20_000, arrivalMicros: arrivals[next].time)
@@ -99,6 +102,23 @@ final class AdaptivePlayoutTests: XCTestCase {
             if run.blocks[index].samples == Array(signal[position..<position + 480]) { unchanged += 1 }
         }
         XCTAssertGreaterThan(unchanged, settled.count * 9 / 10)
+    }
+
+    func testTheOutputsLeadIsAddedToTheTargetSoNothingIsTakenBeforeItCame() {
+        // A sound server that takes each block 40 ms before it is heard.
+        let signal = Self.voice(seconds: 8, seed: 5)
+        let told = Self.run(signal, leadMicros: 40_000, jitter: { _ in 0.5 })
+        let untold = Self.run(signal, leadMicros: 40_000, toldLead: false, jitter: { _ in 0.5 })
+        let settled = Self.blocks(after: 3, in: told)
+        let delay = Self.median(settled.map { told.delays[$0] }.filter { $0 >= 0 })
+        let concealed = { (run: Run) in Double(run.playout.statistics.concealedSamples) / Double(run.playout.statistics.playedSamples) }
+        print("lead 40 ms: told → target \(told.playout.statistics.targetDelayMicros) µs, delay p50 \(delay) µs, concealed \(concealed(told)); untold → concealed \(concealed(untold)), late \(untold.playout.statistics.lateChunks)")
+        XCTAssertEqual(told.playout.statistics.targetDelayMicros, 53_500, accuracy: 1_000, "the clean path's 13.5 ms plus the lead")
+        XCTAssertEqual(Double(delay), 53_500, accuracy: 5_000)
+        XCTAssertEqual(told.playout.statistics.concealedSamples, 0)
+        XCTAssertEqual(told.playout.statistics.lateChunks, 0)
+        // Not told, the playout would aim at 13.5 ms and find each block missing when taken.
+        XCTAssertGreaterThan(concealed(untold), 0.02)
     }
 
     func testTheDelayFollowsJitterUpAndComesBackDownWithinTenSeconds() {
