@@ -114,7 +114,7 @@ public struct Benchmark {
         var schedule = LatencyCondition.standardSchedule
         if quick { for index in schedule.indices { schedule[index].seconds = 8 } }
         var latency = BenchReport.Latency(schedule: schedule)
-        let say: (String) -> Void = { if !quiet { Terminal.error("bench latency: \($0)") } }
+        let say: (String) -> Void = { if !quiet { Terminal.note("bench latency: \($0)") } }
         var veil = LatencyBenchmark()
         veil.schedule = schedule
         do { latency.veil = try veil.run(progress: say) } catch {

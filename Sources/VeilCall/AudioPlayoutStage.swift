@@ -52,6 +52,11 @@ final class AudioPlayoutStage: Sendable {
         state.withLock { $0.playout.packetArrived(mediaMicros: mediaMicros, arrivalMicros: arrivalMicros) }
     }
 
+    /// A frame of the avatar's stream arrived (see `AdaptivePlayout.syncedFrameArrived`).
+    func syncedFrameArrived(timelineMicros: UInt64, arrivalMicros: UInt64) {
+        state.withLock { $0.playout.syncedFrameArrived(timelineMicros: timelineMicros, arrivalMicros: arrivalMicros) }
+    }
+
     /// A decoded chunk (`timelineMicros`: its jitter-buffer output time on the local media clock).
     /// The first one starts the playout thread.
     func insert(_ samples: [Float], timelineMicros: UInt64) {

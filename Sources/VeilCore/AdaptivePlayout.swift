@@ -11,6 +11,11 @@
 ///   they are heard (`outputLeadMicros`, the sound server's buffer) comes on top. A clean path
 ///   settles near 15 ms before the output's lead, a jittery one above
 ///   its jitter; when the jitter ends, the window forgets it within `windowSeconds`.
+/// - **A stream shown with the voice.** The avatar is drawn at the moment of the voice being heard,
+///   and interpolating there needs the expression frame captured after that moment. When those
+///   frames come later than the voice (lost frames leave gaps, tracking takes time), the target
+///   is raised to the 95th percentile of the delay they needed (`syncedFrameArrived`), at most
+///   `syncedStreamCeilingMicros`: the voice waits a little for the face, never long.
 /// - **Playout.** The output takes one block (10 ms) at a time at the device's pace. Its error is
 ///   how far the delay the next sample would get lies from the target. Too late: a block consumes
 ///   one pitch period more than it plays (*accelerate*, the period removed by cross-fading two
@@ -42,6 +47,12 @@ public struct AdaptivePlayout: Sendable {
         public var quantile = 0.99
         /// How long an arrival delay counts towards the target.
         public var windowSeconds = 6.0
+        /// The share of a synced stream's frames the target waits for (`syncedFrameArrived`).
+        public var syncedStreamQuantile = 0.95
+        /// The most the voice is held back for a synced stream: a conversation suffers more from
+        /// a later voice than from a picture held for a frame (the 100 ms Veil's voice once
+        /// waited on every path).
+        public var syncedStreamCeilingMicros: UInt64 = 100_000
 
         public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil) {
             self.sampleRate = sampleRate
@@ -106,6 +117,10 @@ public struct AdaptivePlayout: Sendable {
 
     /// Arrival minus media time of each packet (ms), relative to the first packet's.
     private var arrivalDelays: SlidingPercentile
+    /// The delays a synced stream's frames needed (ms), and the newest frame's timeline time
+    /// (`syncedFrameArrived`).
+    private var syncedNeeds: SlidingPercentile
+    private var lastSyncedTimelineMicros: UInt64?
     private var arrivalBase: Int64?
     private var firstArrivalMicros: UInt64?
     /// Received samples; `buffer[read...]` is still to play.
@@ -131,6 +146,7 @@ public struct AdaptivePlayout: Sendable {
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         arrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
+        syncedNeeds = SlidingPercentile(seconds: configuration.windowSeconds)
         statistics.targetDelayMicros = targetDelayMicros
     }
 
@@ -164,8 +180,37 @@ public struct AdaptivePlayout: Sendable {
         let quantile = slow - fastest
         // A block straddling two chunks needs the later one: one block more than the arrival delay.
         let block = UInt64(blockSamples) * 1_000_000 / UInt64(rate)
-        let target = UInt64(max(Double(quantile), 0) * 1000) + block + configuration.marginMicros
+        let target = max(UInt64(max(Double(quantile), 0) * 1000) + block + configuration.marginMicros, syncedStreamFloorMicros)
         return min(max(target, configuration.minimumDelayMicros), configuration.maximumDelayMicros)
+    }
+
+    /// What the synced stream asks of the voice's delay (µs): 0 until 10 of its frames are known.
+    private var syncedStreamFloorMicros: UInt64 {
+        guard syncedNeeds.count >= 10, let need = syncedNeeds.value(at: configuration.syncedStreamQuantile) else { return 0 }
+        return min(UInt64(max(Double(need), 0) * 1000), configuration.syncedStreamCeilingMicros)
+    }
+
+    /// A frame of a stream drawn in sync with the voice (the avatar's expressions) arrived at
+    /// `arrivalMicros`; it was captured when the voice at `timelineMicros` was (on `insert`'s
+    /// timeline: the voice's time at the jitter buffer's output). To draw any moment between the
+    /// previous frame and this one, the voice of that moment must not play before this frame is
+    /// here: this frame needed a delay of its arrival minus the previous frame's timeline time.
+    /// Frames older than the newest are not counted (the newer one already asked for more), nor
+    /// those after a gap of more than half a second (the avatar does not interpolate across it).
+    public mutating func syncedFrameArrived(timelineMicros: UInt64, arrivalMicros: UInt64) {
+        guard let previous = lastSyncedTimelineMicros else {
+            lastSyncedTimelineMicros = timelineMicros
+            return
+        }
+        guard timelineMicros > previous else {
+            // More than 2 s back: the sender's stream started over.
+            if previous - timelineMicros > 2_000_000 { lastSyncedTimelineMicros = timelineMicros }
+            return
+        }
+        lastSyncedTimelineMicros = timelineMicros
+        guard timelineMicros - previous <= 500_000 else { return }
+        let needed = Int64(bitPattern: arrivalMicros &- previous)
+        syncedNeeds.add(Float(Double(needed) / 1000), at: Double(arrivalMicros) / 1_000_000)
     }
 
     /// A packet arrived from the network at `arrivalMicros`, carrying media from `mediaMicros` on
@@ -254,6 +299,8 @@ public struct AdaptivePlayout: Sendable {
 
     /// The next block, to be played at `playoutMicros`.
     public mutating func nextBlock(playoutMicros: UInt64) -> Block {
+        // A synced stream that stopped (the sender's camera is off) stops holding the voice back.
+        syncedNeeds.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
         let target = targetDelayMicros
         statistics.targetDelayMicros = target
         guard let origin = originMicros else { return Block(samples: silence(), timelineMicros: nil, kind: .silence) }

@@ -19,7 +19,12 @@ package struct SlidingPercentile: Sendable {
     package mutating func add(_ value: Float, at time: Double) {
         arrivals.append((time, value))
         sorted.insert(value, at: firstIndex(notBelow: value))
-        while expired < arrivals.count, !(arrivals[expired].time > time - seconds) {
+        forget(before: time - seconds)
+    }
+
+    /// Forgets the values seen before `time` (for a window asked after its values stopped coming).
+    package mutating func forget(before time: Double) {
+        while expired < arrivals.count, !(arrivals[expired].time > time) {
             sorted.remove(at: firstIndex(notBelow: arrivals[expired].value))
             expired += 1
         }

@@ -36,8 +36,11 @@ final class AdaptivePlayoutTests: XCTestCase {
     /// Plays `signal` through a playout whose chunks arrive `jitter(k)` ms after their timeline time
     /// (in order: a chunk never overtakes the one before), or never when `lost(k)`. The output takes
     /// each block `leadMicros` before it is heard, and tells the playout so when `toldLead`.
+    /// `frameArrival(k)`, when given, is when the avatar's frame captured at k/30 s arrives, in ms
+    /// after the voice of that moment (nil: lost).
     static func run(_ signal: [Float], configuration: AdaptivePlayout.Configuration = .init(),
                     leadMicros: UInt64 = 0, toldLead: Bool = true,
+                    frameArrival: ((Int) -> Double?)? = nil,
                     jitter: (Int) -> Double, lost: (Int) -> Bool = { _ in false }) -> Run {
         var run = Run(playout: AdaptivePlayout(configuration: configuration))
         if toldLead { run.playout.outputLeadMicros = leadMicros }
@@ -50,10 +53,22 @@ final class AdaptivePlayoutTests: XCTestCase {
             previous = time
             arrivals.append((time, k))
         }
-        var next = 0
+        var frames: [(time: UInt64, timeline: UInt64)] = []
+        if let frameArrival {
+            for k in 0..<signal.count * 30 / 48_000 {
+                let timeline = start + UInt64(k) * 1_000_000 / 30
+                if let after = frameArrival(k) { frames.append((UInt64(Int64(timeline) + Int64(after * 1000)), timeline)) }
+            }
+            frames.sort { $0.time < $1.time }
+        }
+        var next = 0, nextFrame = 0
         var playout = start + 5_000  // the sound card's first block
         let end = start + UInt64(signal.count / 48) * 1000
         while playout < end {
+            while nextFrame < frames.count, frames[nextFrame].time <= playout - leadMicros {
+                run.playout.syncedFrameArrived(timelineMicros: frames[nextFrame].timeline, arrivalMicros: frames[nextFrame].time)
+                nextFrame += 1
+            }
             while next < arrivals.count, arrivals[next].time <= playout - leadMicros {
                 let k = arrivals[next].index
                 // The jitter buffer's timeline is the fastest path's: the media time itself here.
@@ -119,6 +134,31 @@ final class AdaptivePlayoutTests: XCTestCase {
         XCTAssertEqual(told.playout.statistics.lateChunks, 0)
         // Not told, the playout would aim at 13.5 ms and find each block missing when taken.
         XCTAssertGreaterThan(concealed(untold), 0.02)
+    }
+
+    func testTheVoiceWaitsForTheAvatarsFramesUpToACeiling() {
+        let signal = Self.voice(seconds: 20, seed: 7)
+        let settledTarget = { (run: Run) in Self.median(Self.blocks(after: 4, in: run).prefix(600).map { Int64(run.targets[$0]) }) }
+        // Frames at 30/s that come 25 ms before their voice (which waits for its 20 ms packets):
+        // the next frame after any moment is there 8 ms after it, and the voice's own 13.5 ms is enough.
+        let prompt = Self.run(signal, frameArrival: { _ in -25 }, jitter: { _ in 0.5 })
+        // Every other frame lost, the rest 10 ms after their voice: the next frame after a moment
+        // comes up to 67 + 10 ms after it.
+        let lossy = Self.run(signal, frameArrival: { k in k % 2 == 0 ? 10 : nil }, jitter: { _ in 0.5 })
+        // Frames 250 ms late: the voice waits 100 ms at most.
+        let late = Self.run(signal, frameArrival: { _ in 250 }, jitter: { _ in 0.5 })
+        // Frames that stop after 5 s (a camera turned off): the voice goes back to its own delay.
+        let stopped = Self.run(signal, frameArrival: { k in k < 150 ? 40 : nil }, jitter: { _ in 0.5 })
+        let stoppedEnd = Self.median(Self.blocks(after: 13, in: stopped).map { Int64(stopped.targets[$0]) })
+        print("synced stream: prompt \(settledTarget(prompt)) µs, every other frame lost \(settledTarget(lossy)) µs, 250 ms late \(settledTarget(late)) µs, stopped \(settledTarget(stopped)) → \(stoppedEnd) µs")
+        XCTAssertEqual(Double(settledTarget(prompt)), 13_500, accuracy: 1_000)
+        XCTAssertEqual(Double(settledTarget(lossy)), 76_700, accuracy: 2_000)
+        XCTAssertEqual(settledTarget(late), 100_000)
+        XCTAssertEqual(Double(settledTarget(stopped)), 73_300, accuracy: 2_000)
+        XCTAssertEqual(Double(stoppedEnd), 13_500, accuracy: 1_000)
+        for run in [prompt, lossy, late, stopped] {
+            XCTAssertEqual(run.playout.statistics.lateChunks, 0)
+        }
     }
 
     func testTheDelayFollowsJitterUpAndComesBackDownWithinTenSeconds() {
