@@ -4,6 +4,8 @@ import VeilCall
 import VeilCore
 import VeilGLib
 import VeilMedia
+import VeilTracking
+import VeilVision
 
 /// The latency part of `veil bench`: Veil's mouth-to-ear delay, and the age of the picture beside
 /// it, through the same relay and schedule as the Chromium anchor (`ChromiumAnchor`).
@@ -13,11 +15,29 @@ import VeilMedia
 /// hands each block over at its playout time: the moment a sound server would get it. A burst's
 /// onset in what bob plays, minus the time alice's file put it into the call, both on this
 /// machine's one media clock, is its mouth-to-ear delay. Alice also sends expression frames at
-/// 30 frames/s, stamped when they are made, and bob draws at 30 pictures/s as `CallSession` does
-/// (the expression at the playout time of the voice heard): a picture's age is how long ago the
-/// moment it shows was captured (tracking time not included: see the call part for it).
+/// 30 frames/s: with a `camera`, each is a frame of a clip tracked as `veil call` tracks it, stamped
+/// at the moment the frame is taken and sent once tracked; bob draws at 30 pictures/s as
+/// `CallSession` does (the expression at the playout time of the voice heard): a picture's age is
+/// how long ago the moment it shows was captured, tracking included.
 struct LatencyBenchmark {
+    /// Alice's camera: frames in, tracked as in a call. Used from the camera thread only.
+    final class Camera: @unchecked Sendable {
+        private let frames: [RGBImage]
+        private let capture: ExpressionCapture
+        init(frames: [RGBImage], tracker: FaceTracking) {
+            self.frames = frames
+            capture = ExpressionCapture(tracker: tracker)
+        }
+        /// Frame `index` (the clip loops), tracked, stamped `captureMicros`.
+        func frame(_ index: Int, capturedAt captureMicros: UInt64) -> ExpressionFrame? {
+            guard !frames.isEmpty else { return nil }
+            return try? capture.process(frames[index % frames.count], captureTimeMicros: captureMicros).frame
+        }
+    }
+
     var schedule = LatencyCondition.standardSchedule
+    /// Nil: frames made without tracking (a moving jaw).
+    var camera: Camera?
     var periodMillis = 500.0
     var burstMillis = 80.0
     var quiet = false
@@ -86,8 +106,8 @@ struct LatencyBenchmark {
             guard Date() < deadline else { throw VeilError.io("bench latency: the call through the relay did not connect within 20 s") }
             Thread.sleep(forTimeInterval: 0.05)
         }
-        let camera = Thread { Self.film(alice, recorder: recorder) }
-        camera.start()
+        let filming = Thread { [camera] in Self.film(alice, camera: camera, recorder: recorder) }
+        filming.start()
         let screen = Thread { Self.draw(bob, sender: alice, recorder: recorder) }
         screen.start()
         // The file starts once connected; wait for it and for the playout mapping.
@@ -208,16 +228,23 @@ struct LatencyBenchmark {
         }
     }
 
-    /// Alice's camera: 30 frames/s of a moving jaw, stamped when made.
-    private static func film(_ alice: PeerConnection, recorder: Recorder) {
+    /// Alice's camera: 30 frames/s, stamped when taken, tracked (or a moving jaw without a camera).
+    private static func film(_ alice: PeerConnection, camera: Camera?, recorder: Recorder) {
         var sequence: UInt32 = 0
+        var next = alice.mediaTimeMicros
         while recorder.running.withLock({ $0 }) {
             let now = alice.mediaTimeMicros
-            var expression = VeilCore.Expression()
-            expression[.jawOpen] = Float(0.5 + 0.5 * sin(Double(now) / 150_000))
-            alice.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
+            if let frame = camera?.frame(Int(sequence), capturedAt: now) {
+                alice.send(frame)
+            } else {
+                var expression = VeilCore.Expression()
+                expression[.jawOpen] = Float(0.5 + 0.5 * sin(Double(now) / 150_000))
+                alice.send(ExpressionFrame(sequence: sequence, captureTimeMicros: now, state: .tracked, expression: expression))
+            }
             sequence &+= 1
-            Thread.sleep(forTimeInterval: 1.0 / 30)
+            next += 33_333
+            let after = alice.mediaTimeMicros
+            if next > after { Thread.sleep(forTimeInterval: Double(next - after) / 1e6) } else { next = after }
         }
     }
 

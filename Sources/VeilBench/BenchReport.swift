@@ -575,13 +575,17 @@ extension BenchReport {
         var veilSkipped: String?
         var chromium: [ConditionResult] = []
         var chromiumSkipped: String?
+        /// Whether the sender's frames were tracked from a clip (else made without tracking).
+        var trackedCamera: Bool?
 
         var markdown: [String] {
             var lines = ["## Latency: mouth to ear through a relay, Veil and Chromium side by side", ""]
             lines.append("Tone bursts (80 ms every 500 ms) enter the sender's audio input; their onset is detected where the receiver "
                          + "hands audio to the sound server (Veil: the playout's output; Chromium: WebAudio, one AudioContext clock), "
                          + "on one clock. Both calls cross the same in-process UDP relay, conditions back to back in one call. "
-                         + "Capture → avatar is the age of each picture drawn (30/s) without the tracker's time.")
+                         + (trackedCamera == true
+                            ? "Capture → avatar is the age of each picture drawn (30/s): from the moment the sender's camera frame was taken, through Veil's tracker on that frame, to the picture."
+                            : "Capture → avatar is the age of each picture drawn (30/s), without a tracker (frames made at capture)."))
             lines.append("")
             if let reason = veilSkipped { lines.append("Veil not measured: \(reason)."); lines.append("") }
             if let reason = chromiumSkipped { lines.append("Chromium not measured: \(reason)."); lines.append("") }

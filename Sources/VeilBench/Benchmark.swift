@@ -95,7 +95,7 @@ public struct Benchmark {
             report.callSkipped = "it needs two clips"
         }
         if measureLatency {
-            report.latency = measureLatencyConditions()
+            report.latency = measureLatencyConditions(camera: clips.first.map { LatencyBenchmark.Camera(frames: $0.frames, tracker: tracker) })
         }
         if measureServerLoad {
             var load = ServerLoadBenchmark()
@@ -110,13 +110,15 @@ public struct Benchmark {
     }
 
     /// Veil, then Chromium, through the same relay schedule (shorter with --quick).
-    private func measureLatencyConditions() -> BenchReport.Latency {
+    private func measureLatencyConditions(camera: LatencyBenchmark.Camera?) -> BenchReport.Latency {
         var schedule = LatencyCondition.standardSchedule
         if quick { for index in schedule.indices { schedule[index].seconds = 8 } }
         var latency = BenchReport.Latency(schedule: schedule)
         let say: (String) -> Void = { if !quiet { Terminal.note("bench latency: \($0)") } }
         var veil = LatencyBenchmark()
         veil.schedule = schedule
+        veil.camera = camera
+        latency.trackedCamera = camera != nil
         do { latency.veil = try veil.run(progress: say) } catch {
             latency.veilSkipped = "\(error)"
             Terminal.error("bench: Veil's latency run failed (\(error)); the other results are still written")

@@ -13,8 +13,8 @@
 ///   its jitter; when the jitter ends, the window forgets it within `windowSeconds`.
 /// - **A stream shown with the voice.** The avatar is drawn at the moment of the voice being heard,
 ///   and interpolating there needs the expression frame captured after that moment. When those
-///   frames come later than the voice (lost frames leave gaps, tracking takes time), the target
-///   is raised to the 95th percentile of the delay they needed (`syncedFrameArrived`), at most
+///   frames come later than that (mostly after lost frames), the target is raised to the 95th
+///   percentile of the delay they needed (`syncedFrameArrived`), at most
 ///   `syncedStreamCeilingMicros`: the voice waits a little for the face, never long.
 /// - **Playout.** The output takes one block (10 ms) at a time at the device's pace. Its error is
 ///   how far the delay the next sample would get lies from the target. Too late: a block consumes
@@ -121,6 +121,8 @@ public struct AdaptivePlayout: Sendable {
     /// (`syncedFrameArrived`).
     private var syncedNeeds: SlidingPercentile
     private var lastSyncedTimelineMicros: UInt64?
+    /// The intervals between a synced stream's frames (ms): their median is the stream's usual one.
+    private var syncedIntervals: SlidingPercentile
     private var arrivalBase: Int64?
     private var firstArrivalMicros: UInt64?
     /// Received samples; `buffer[read...]` is still to play.
@@ -147,6 +149,7 @@ public struct AdaptivePlayout: Sendable {
         self.configuration = configuration
         arrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
         syncedNeeds = SlidingPercentile(seconds: configuration.windowSeconds)
+        syncedIntervals = SlidingPercentile(seconds: configuration.windowSeconds)
         statistics.targetDelayMicros = targetDelayMicros
     }
 
@@ -192,11 +195,18 @@ public struct AdaptivePlayout: Sendable {
 
     /// A frame of a stream drawn in sync with the voice (the avatar's expressions) arrived at
     /// `arrivalMicros`; it was captured when the voice at `timelineMicros` was (on `insert`'s
-    /// timeline: the voice's time at the jitter buffer's output). To draw any moment between the
-    /// previous frame and this one, the voice of that moment must not play before this frame is
-    /// here: this frame needed a delay of its arrival minus the previous frame's timeline time.
-    /// Frames older than the newest are not counted (the newer one already asked for more), nor
-    /// those after a gap of more than half a second (the avatar does not interpolate across it).
+    /// timeline: the voice's time at the jitter buffer's output). What it asks of the voice:
+    ///
+    /// - After frames were lost (a gap of more than 1.5 of the stream's usual intervals), every
+    ///   moment in the gap is drawn by interpolating up to this frame, so the voice of the moment
+    ///   after the previous frame must not play before this one is here: it needed its arrival
+    ///   minus the previous frame's timeline time.
+    /// - Otherwise it needed only its own arrival minus its own timeline time: a moment just before
+    ///   it is drawn from the previous frame, held for less than one interval (inside the lip-sync
+    ///   window), so a frame a little late, as tracking makes it, does not hold the voice back.
+    ///
+    /// Frames older than the newest are not counted, nor those after a gap of more than half a
+    /// second (the avatar does not interpolate across it).
     public mutating func syncedFrameArrived(timelineMicros: UInt64, arrivalMicros: UInt64) {
         guard let previous = lastSyncedTimelineMicros else {
             lastSyncedTimelineMicros = timelineMicros
@@ -208,9 +218,14 @@ public struct AdaptivePlayout: Sendable {
             return
         }
         lastSyncedTimelineMicros = timelineMicros
-        guard timelineMicros - previous <= 500_000 else { return }
-        let needed = Int64(bitPattern: arrivalMicros &- previous)
-        syncedNeeds.add(Float(Double(needed) / 1000), at: Double(arrivalMicros) / 1_000_000)
+        let gap = timelineMicros - previous
+        guard gap <= 500_000 else { return }
+        let seconds = Double(arrivalMicros) / 1_000_000
+        syncedIntervals.add(Float(Double(gap) / 1000), at: seconds)
+        let usual = Double(syncedIntervals.value(at: 0.5) ?? 0) * 1000
+        let bridged = Double(gap) > 1.5 * usual
+        let needed = Int64(bitPattern: arrivalMicros &- (bridged ? previous : timelineMicros))
+        syncedNeeds.add(Float(Double(needed) / 1000), at: seconds)
     }
 
     /// A packet arrived from the network at `arrivalMicros`, carrying media from `mediaMicros` on

@@ -142,21 +142,25 @@ final class AdaptivePlayoutTests: XCTestCase {
         // Frames at 30/s that come 25 ms before their voice (which waits for its 20 ms packets):
         // the next frame after any moment is there 8 ms after it, and the voice's own 13.5 ms is enough.
         let prompt = Self.run(signal, frameArrival: { _ in -25 }, jitter: { _ in 0.5 })
-        // Every other frame lost, the rest 10 ms after their voice: the next frame after a moment
-        // comes up to 67 + 10 ms after it.
-        let lossy = Self.run(signal, frameArrival: { k in k % 2 == 0 ? 10 : nil }, jitter: { _ in 0.5 })
+        // One frame in five lost, the rest 10 ms after their voice: after each loss, every moment of
+        // the gap is drawn towards the next frame, which comes 67 + 10 ms after the first of them.
+        let lossy = Self.run(signal, frameArrival: { k in k % 5 == 2 ? nil : 10 }, jitter: { _ in 0.5 })
+        // Frames 20 ms after their voice, none lost (tracking took its time): a moment just before
+        // a frame is drawn from the one before, and the voice does not wait for it.
+        let tracked = Self.run(signal, frameArrival: { _ in 20 }, jitter: { _ in 0.5 })
         // Frames 250 ms late: the voice waits 100 ms at most.
         let late = Self.run(signal, frameArrival: { _ in 250 }, jitter: { _ in 0.5 })
-        // Frames that stop after 5 s (a camera turned off): the voice goes back to its own delay.
+        // Frames 40 ms late that stop after 5 s (a camera turned off): the voice goes back to its own delay.
         let stopped = Self.run(signal, frameArrival: { k in k < 150 ? 40 : nil }, jitter: { _ in 0.5 })
         let stoppedEnd = Self.median(Self.blocks(after: 13, in: stopped).map { Int64(stopped.targets[$0]) })
-        print("synced stream: prompt \(settledTarget(prompt)) µs, every other frame lost \(settledTarget(lossy)) µs, 250 ms late \(settledTarget(late)) µs, stopped \(settledTarget(stopped)) → \(stoppedEnd) µs")
+        print("synced stream: prompt \(settledTarget(prompt)) µs, one in five lost \(settledTarget(lossy)) µs, 20 ms late \(settledTarget(tracked)) µs, 250 ms late \(settledTarget(late)) µs, stopped \(settledTarget(stopped)) → \(stoppedEnd) µs")
         XCTAssertEqual(Double(settledTarget(prompt)), 13_500, accuracy: 1_000)
         XCTAssertEqual(Double(settledTarget(lossy)), 76_700, accuracy: 2_000)
+        XCTAssertEqual(Double(settledTarget(tracked)), 20_000, accuracy: 1_500)
         XCTAssertEqual(settledTarget(late), 100_000)
-        XCTAssertEqual(Double(settledTarget(stopped)), 73_300, accuracy: 2_000)
+        XCTAssertEqual(Double(settledTarget(stopped)), 40_000, accuracy: 1_500)
         XCTAssertEqual(Double(stoppedEnd), 13_500, accuracy: 1_000)
-        for run in [prompt, lossy, late, stopped] {
+        for run in [prompt, lossy, tracked, late, stopped] {
             XCTAssertEqual(run.playout.statistics.lateChunks, 0)
         }
     }
