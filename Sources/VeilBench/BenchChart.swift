@@ -36,6 +36,8 @@ public struct BenchChart {
     /// What the values are, for tick labels and value texts.
     enum Unit {
         case millisecondsPerFrame
+        /// A delay (mouth to ear).
+        case milliseconds
         case bytesPerSecond
 
         /// The value as shown after a bar.
@@ -43,6 +45,8 @@ public struct BenchChart {
             switch self {
             case .millisecondsPerFrame:
                 return value < 10 ? String(format: "%.2f ms", value) : String(format: "%.1f ms", value)
+            case .milliseconds:
+                return String(format: "%.0f ms", value)
             case .bytesPerSecond:
                 let kbit = value * 8 / 1000
                 let bits = kbit < 10 ? String(format: "%.1f kbit/s", kbit) : String(format: "%.0f kbit/s", kbit)
@@ -53,7 +57,7 @@ public struct BenchChart {
         /// A range as shown after a bar: "75–150 kB/s · 600–1200 kbit/s".
         func format(_ low: Double, _ high: Double) -> String {
             switch self {
-            case .millisecondsPerFrame:
+            case .millisecondsPerFrame, .milliseconds:
                 return "\(String(format: "%g", low))–\(format(high))"
             case .bytesPerSecond:
                 let lowText = Self.bytes(low), highText = Self.bytes(high)
@@ -66,7 +70,7 @@ public struct BenchChart {
         /// A tick label.
         func tick(_ value: Double) -> String {
             switch self {
-            case .millisecondsPerFrame: return String(format: "%g ms", value)
+            case .millisecondsPerFrame, .milliseconds: return String(format: "%g ms", value)
             case .bytesPerSecond: return "\(Self.bytes(value))/s"
             }
         }
@@ -177,9 +181,9 @@ public struct BenchChart {
         case .linear:
             let top = max(values.max() ?? 1, 0)
             guard top > 0 else { return (0...1, [0, 0.5, 1], []) }
-            // A 1-2-5 step giving at most 8 intervals.
-            let magnitude = pow(10, floor(log10(top / 8)))
-            let step = [1.0, 2, 5, 10].map { $0 * magnitude }.first { top / $0 <= 8 } ?? 10 * magnitude
+            // A 1-2-5 step giving at most 5 intervals, so that the tick labels do not touch.
+            let magnitude = pow(10, floor(log10(top / 5)))
+            let step = [1.0, 2, 5, 10].map { $0 * magnitude }.first { top / $0 <= 5 } ?? 10 * magnitude
             let upper = (top / step).rounded(.up) * step
             let ticks = stride(from: 0, through: upper + step / 2, by: step).map { $0 }
             return (0...upper, ticks, [])
@@ -385,6 +389,21 @@ extension BenchReport {
             }
             panels.append(BenchChart.Panel(title: "Bytes per second for the same clips (payload)", scale: .logarithmic,
                                            unit: .bytesPerSecond, bars: bars))
+        }
+        if let latency, !latency.veil.isEmpty || !latency.chromium.isEmpty {
+            // Mouth to ear per network condition, Veil beside Chromium (libwebrtc's NetEq).
+            var bars: [BenchChart.Bar] = []
+            for condition in latency.schedule {
+                let veil = latency.veil.first { $0.condition.name == condition.name }?.mouthToEarMillis ?? []
+                let chromium = latency.chromium.first { $0.condition.name == condition.name }?.mouthToEarMillis ?? []
+                if !veil.isEmpty {
+                    bars.append(BenchChart.Bar(label: "Veil: \(condition.name)", value: Stats.percentile(50, ofSorted: veil.sorted()), isVeil: true))
+                }
+                if !chromium.isEmpty {
+                    bars.append(BenchChart.Bar(label: "Chromium: \(condition.name)", value: Stats.percentile(50, ofSorted: chromium.sorted()), isVeil: false))
+                }
+            }
+            panels.append(BenchChart.Panel(title: "Mouth to ear through the relay, median", scale: .linear, unit: .milliseconds, bars: bars))
         }
         let subtitle = "\(date.prefix(10)) · \(machine.cpuModel ?? "unknown CPU"), \(machine.logicalCores) cores · "
             + "\(tracking.frames) frames of \(photos.joined(separator: " and ")) at \(width)×\(height)"

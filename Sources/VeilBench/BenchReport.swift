@@ -458,7 +458,7 @@ extension BenchReport.Call {
         lines.append("")
         lines.append("The jitter buffer is where the time goes, by design: the avatar is played out with the voice, and the voice took "
                      + "\(ms0(voiceMouthToEar.p50)) ms p50 (p95 \(ms0(voiceMouthToEar.p95))) from capture to playout (20 ms Opus frames, "
-                     + "the 100 ms receive jitter buffer, decoder and sink; it reached the sink \(ms(voicePlayedAfterAnnounced.p50)) ms p50 "
+                     + "the adaptive playout's delay, which also waits for expression frames that come late, decoder and sink; it reached the sink \(ms(voicePlayedAfterAnnounced.p50)) ms p50 "
                      + "after the playout time the avatar is aligned to). A frame waits until the audio captured with it is heard, "
                      + "minus what tracking and the network already took. Each render tick took \(ms(renderTick.p50)) ms p50 "
                      + "(p95 \(ms(renderTick.p95))). Without a voice to follow, the buffers would play out after their own adaptive "

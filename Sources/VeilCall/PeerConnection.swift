@@ -320,7 +320,8 @@ public final class PeerConnection: @unchecked Sendable {
     public func statistics() async -> PeerStatistics {
         let entries = await statsReport()
         let now = UInt64(g_get_monotonic_time())
-        return shared.withLock { shared in
+        let playout = playout.statistics
+        var statistics = shared.withLock { shared in
             let current = StatsSample(timeMicros: now, entries: entries, counters: shared.counters)
             let previous = shared.lastSample ?? StatsSample(timeMicros: shared.createdMicros, entries: [], counters: PeerCounters())
             // Rates over a few milliseconds say nothing: calls closer than half a second apart
@@ -330,6 +331,8 @@ public final class PeerConnection: @unchecked Sendable {
             let connectMillis = shared.connectedMicros.map { Double($0 &- created) / 1000 }
             return PeerStatistics(current: current, previous: previous, state: shared.state, connectMillis: connectMillis)
         }
+        statistics.playout = playout
+        return statistics
     }
 
     /// webrtcbin's get-stats reply as entries; empty when closed or when it does not answer in 3 s.

@@ -1,3 +1,5 @@
+import VeilCore
+
 /// How an ICE candidate was obtained (RFC 8445).
 public enum CandidateType: String, Sendable, Equatable {
     /// An address of one of the device's own interfaces.
@@ -126,6 +128,9 @@ public struct PeerStatistics: Sendable, Equatable {
     public var nonAudioBytesSent = 0
     /// `NetworkQuality.assess` of the round-trip time and the worse of the two loss fractions.
     public var quality: NetworkQuality = .down
+    /// What the received voice's playout did since the start: its target and current delay, and
+    /// how much audio it made up (concealed) or stretched (`AdaptivePlayout.Statistics`).
+    public var playout = AdaptivePlayout.Statistics()
 
     /// Empty statistics (state `new`, quality `down`).
     public init() {}

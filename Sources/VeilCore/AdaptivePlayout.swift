@@ -82,6 +82,9 @@ public struct AdaptivePlayout: Sendable {
         public var concealedSamples = 0
         /// Samples dropped unplayed: duplicates, chunks that came after their place was played, overflow.
         public var droppedSamples = 0
+
+        /// Nothing played yet.
+        public init() {}
     }
 
     /// How a block was made.

@@ -411,6 +411,12 @@ private func describe(_ event: CallSession.Event) -> (json: String, human: Strin
             if let rtt = p.roundTripTimeMillis { entry["rttMillis"] = rtt }
             if let loss = p.lossFraction { entry["loss"] = loss }
             if let jitter = p.jitterMillis { entry["jitterMillis"] = jitter }
+            // The received voice's playout since the start (samples at 48 kHz).
+            entry["playoutTargetMillis"] = Double(p.playout.targetDelayMicros) / 1000
+            entry["playoutDelayMillis"] = Double(p.playout.currentDelayMicros) / 1000
+            entry["audioConcealedSeconds"] = Double(p.playout.concealedSamples) / 48_000
+            entry["audioStretchedSeconds"] = Double(p.playout.acceleratedSamples + p.playout.expandedSamples) / 48_000
+            entry["audioLateChunks"] = p.playout.lateChunks
             if let pair = p.candidatePair {
                 entry["local"] = "\(pair.local.address):\(pair.local.port) (\(pair.local.type.rawValue))"
                 entry["remote"] = "\(pair.remote.address):\(pair.remote.port) (\(pair.remote.type.rawValue))"

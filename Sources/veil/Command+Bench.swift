@@ -58,12 +58,25 @@ OPTIONS:
   --no-server-load  Skip the room server under load
   --no-latency   Skip mouth-to-ear through the relay (Veil and Chromium side by side)
   --quiet        No progress output (the report is still printed)
+  --redraw FILE  Measure nothing: write latest.md and latest.png again from a saved latest.json
+                 (after a change to how reports are written)
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "no-server-load", "no-latency", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames", "redraw"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "no-server-load", "no-latency", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
+    }
+    let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
+    if let saved = args.value("redraw") {
+        let report: BenchReport
+        do {
+            report = try JSONDecoder().decode(BenchReport.self, from: Data(contentsOf: URL(fileURLWithPath: saved)))
+        } catch {
+            throw VeilError.io("cannot read the saved report \(saved) (\(error)); give a latest.json that veil bench wrote")
+        }
+        try write(report, markdownOnly: true, into: outputDirectory, quiet: args.flag("quiet"))
+        return
     }
     var bench = Benchmark()
     let allFrames = bench.script.frameCount
@@ -78,18 +91,20 @@ func runBench(_ argv: [String]) throws {
     bench.measureServerLoad = !args.flag("no-server-load")
     bench.measureLatency = !args.flag("no-latency")
     bench.quiet = args.flag("quiet")
-    let outputDirectory = URL(fileURLWithPath: args.value("out") ?? "bench/results", isDirectory: true)
+    try write(try bench.run(), markdownOnly: false, into: outputDirectory, quiet: bench.quiet)
+}
 
-    let report = try bench.run()
+/// Prints the report and writes latest.md, latest.png and (unless redrawing a saved one) latest.json.
+private func write(_ report: BenchReport, markdownOnly: Bool, into outputDirectory: URL, quiet: Bool) throws {
     let markdown = report.markdown
     print(markdown)
     do {
         try FileManager.default.createDirectory(at: outputDirectory, withIntermediateDirectories: true)
         try Data(markdown.utf8).write(to: outputDirectory.appendingPathComponent("latest.md"), options: .atomic)
-        try report.json().write(to: outputDirectory.appendingPathComponent("latest.json"), options: .atomic)
+        if !markdownOnly { try report.json().write(to: outputDirectory.appendingPathComponent("latest.json"), options: .atomic) }
         try report.chart.writePNG(to: outputDirectory.appendingPathComponent("latest.png").path)
     } catch {
         throw VeilError.io("cannot write the results into \(outputDirectory.path) (\(error.localizedDescription)); give a writable --out DIR")
     }
-    if !bench.quiet { Terminal.note("wrote \(outputDirectory.path)/latest.md, latest.json and latest.png") }
+    if !quiet { Terminal.note("wrote \(outputDirectory.path)/latest.md\(markdownOnly ? "" : ", latest.json") and latest.png") }
 }

@@ -37,10 +37,13 @@ OPTIONS:
                            never yours (needs a TURN server)
   --latency auto|MS        How long received voices wait before they play: auto (the default)
                            follows each connection's jitter, about 15 ms on a clean network and
-                           more under jitter; MS keeps a fixed delay of MS milliseconds (10–1000)
+                           more under jitter or when the others' expression frames come late
+                           (at most 100 ms for those); MS keeps a fixed delay of MS milliseconds
+                           (10–1000). The sound server's own 40 ms come on top of either
 \(Arguments.privacyHelp)
-  --json                   Print events and statistics (every 2 s) as JSON lines on stdout, and
-                           the run's figures as a last line {"event":"report",...}
+  --json                   Print events and statistics (every 2 s: network, traffic, and each
+                           received voice's playout delay, concealed and stretched audio) as JSON
+                           lines on stdout, and the run's figures as a last line {"event":"report",...}
 
 KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound server) · b background ·
   p picture-in-picture corner / grid · t compact window, kept on top (--out window) · q leave

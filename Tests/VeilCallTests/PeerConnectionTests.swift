@@ -187,6 +187,11 @@ final class PeerConnectionTests: XCTestCase {
         XCTAssertGreaterThan(later.audioBitrateOut, 10_000)
         XCTAssertEqual(later.quality, .excellent)
         XCTAssertNotNil(later.connectMillis)
+        // The received voice's playout: tone played from data, nothing made up on loopback.
+        print("playout: target \(later.playout.targetDelayMicros / 1000) ms, delay \(later.playout.currentDelayMicros / 1000) ms, \(later.playout.chunks) chunks, concealed \(later.playout.concealedSamples) samples")
+        XCTAssertGreaterThan(later.playout.chunks, 50)
+        XCTAssertGreaterThan(later.playout.targetDelayMicros, 0)
+        XCTAssertLessThan(Double(later.playout.concealedSamples), Double(later.playout.playedSamples) * 0.02)
         let answererStats = await pair.answerer.statistics()
         XCTAssertEqual(answererStats.expression.framesReceived, 30)
         XCTAssertEqual(answererStats.candidatePair?.local, candidatePair.remote, "each side sees the pair from its end")
