@@ -9,8 +9,8 @@
 ///   (99 %) of those delays over the last seconds, plus one output block (a block that straddles
 ///   two chunks needs the later one) and a small margin; how early the output takes blocks before
 ///   they are heard (`outputLeadMicros`, the sound server's buffer) comes on top. A clean path
-///   settles near 15 ms before the output's lead, a jittery one above
-///   its jitter; when the jitter ends, the window forgets it within `windowSeconds`.
+///   settles near 15 ms before the output's lead, a jittery one above its jitter; when the jitter
+///   ends, the window forgets it within `windowSeconds`.
 /// - **A stream shown with the voice.** The avatar is drawn at the moment of the voice being heard,
 ///   and interpolating there needs the expression frame captured after that moment. When those
 ///   frames come later than that (mostly after lost frames), the target is raised to the 95th
