@@ -56,6 +56,10 @@ struct LatencyBenchmark {
         var concealedSeconds = 0.0, stretchedSeconds = 0.0
         var targetDelayMillis: Double?
 
+        /// The `p`th percentile (0…100) of the mouth-to-ear delays, interpolated; nil when none was heard.
+        func mouthToEarPercentile(_ p: Double) -> Double? {
+            mouthToEarMillis.isEmpty ? nil : Stats.percentile(p, ofSorted: mouthToEarMillis.sorted())
+        }
         var latePacketShare: Double { chunks == 0 ? 0 : Double(lateChunks) / Double(chunks) }
         var concealedSecondsPerMinute: Double { condition.seconds > 0 ? concealedSeconds * 60 / condition.seconds : 0 }
         var stretchedSecondsPerMinute: Double { condition.seconds > 0 ? stretchedSeconds * 60 / condition.seconds : 0 }

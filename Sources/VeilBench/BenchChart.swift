@@ -394,13 +394,11 @@ extension BenchReport {
             // Mouth to ear per network condition, Veil beside Chromium (libwebrtc's NetEq).
             var bars: [BenchChart.Bar] = []
             for condition in latency.schedule {
-                let veil = latency.veil.first { $0.condition.name == condition.name }?.mouthToEarMillis ?? []
-                let chromium = latency.chromium.first { $0.condition.name == condition.name }?.mouthToEarMillis ?? []
-                if !veil.isEmpty {
-                    bars.append(BenchChart.Bar(label: "Veil: \(condition.name)", value: Stats.percentile(50, ofSorted: veil.sorted()), isVeil: true))
+                if let veil = latency.veil.first(where: { $0.condition.name == condition.name })?.mouthToEarPercentile(50) {
+                    bars.append(BenchChart.Bar(label: "Veil: \(condition.name)", value: veil, isVeil: true))
                 }
-                if !chromium.isEmpty {
-                    bars.append(BenchChart.Bar(label: "Chromium: \(condition.name)", value: Stats.percentile(50, ofSorted: chromium.sorted()), isVeil: false))
+                if let chromium = latency.chromium.first(where: { $0.condition.name == condition.name })?.mouthToEarPercentile(50) {
+                    bars.append(BenchChart.Bar(label: "Chromium: \(condition.name)", value: chromium, isVeil: false))
                 }
             }
             panels.append(BenchChart.Panel(title: "Mouth to ear through the relay, median", scale: .linear, unit: .milliseconds, bars: bars))

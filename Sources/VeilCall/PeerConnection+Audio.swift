@@ -246,11 +246,7 @@ extension PeerConnection {
     func receivedAudio(_ block: AdaptivePlayout.Block, playoutMicros: UInt64) -> ReceivedAudio? {
         let delay = playout.delayMicros ?? 0
         let presentation = block.timelineMicros ?? (playoutMicros &- delay)
-        let sender = shared.withLock { $0.mapping }.map { mapping -> UInt64 in
-            var mapping = mapping
-            mapping.latencyMicros = 0
-            return mapping.senderMediaTimeMicros(playingAt: presentation)
-        }
+        let sender = shared.withLock { $0.mapping }?.atJitterBufferOutput.senderMediaTimeMicros(playingAt: presentation)
         return ReceivedAudio(samples: block.samples, sampleRate: 48_000, presentationTimeMicros: presentation,
                              playoutTimeMicros: playoutMicros, senderMediaTimeMicros: sender)
     }

@@ -86,9 +86,8 @@ extension PeerConnection {
         if let frame {
             // The voice waits for the avatar's frames a little (AdaptivePlayout.syncedFrameArrived):
             // the frame's capture time on the voice's timeline, before the playout's delay.
-            if var mapping {
-                mapping.latencyMicros = 0
-                playout.syncedFrameArrived(timelineMicros: mapping.playoutTimeMicros(forSenderMediaTimeMicros: frame.captureTimeMicros), arrivalMicros: arrival)
+            if let timeline = mapping?.atJitterBufferOutput.playoutTimeMicros(forSenderMediaTimeMicros: frame.captureTimeMicros) {
+                playout.syncedFrameArrived(timelineMicros: timeline, arrivalMicros: arrival)
             }
             frameSink.yield(ReceivedExpressionFrame(frame: frame, arrivalMediaTimeMicros: arrival, byteCount: size))
         }

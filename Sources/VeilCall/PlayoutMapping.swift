@@ -24,6 +24,12 @@ public struct PlayoutMapping: Sendable, Equatable {
         self.referenceSenderMicros = referenceSenderMicros
     }
 
+    /// The same mapping without the playout's delay: to and from the jitter buffer's output time
+    /// (the playout's timeline) instead of the time the audio is heard.
+    public var atJitterBufferOutput: PlayoutMapping {
+        PlayoutMapping(offsetMicros: offsetMicros, latencyMicros: 0, referenceSenderMicros: referenceSenderMicros)
+    }
+
     /// Local media time at which audio the sender captured at `senderMicros` is played. Accepts
     /// full or 48-bit (wire) times: the value is unwrapped to the one nearest the latest packet.
     public func playoutTimeMicros(forSenderMediaTimeMicros senderMicros: UInt64) -> UInt64 {

@@ -75,7 +75,7 @@ func runBench(_ argv: [String]) throws {
         } catch {
             throw VeilError.io("cannot read the saved report \(saved) (\(error)); give a latest.json that veil bench wrote")
         }
-        try write(report, markdownOnly: true, into: outputDirectory, quiet: args.flag("quiet"))
+        try write(report, withJSON: false, into: outputDirectory, quiet: args.flag("quiet"))
         return
     }
     var bench = Benchmark()
@@ -91,20 +91,20 @@ func runBench(_ argv: [String]) throws {
     bench.measureServerLoad = !args.flag("no-server-load")
     bench.measureLatency = !args.flag("no-latency")
     bench.quiet = args.flag("quiet")
-    try write(try bench.run(), markdownOnly: false, into: outputDirectory, quiet: bench.quiet)
+    try write(try bench.run(), withJSON: true, into: outputDirectory, quiet: bench.quiet)
 }
 
 /// Prints the report and writes latest.md, latest.png and (unless redrawing a saved one) latest.json.
-private func write(_ report: BenchReport, markdownOnly: Bool, into outputDirectory: URL, quiet: Bool) throws {
+private func write(_ report: BenchReport, withJSON: Bool, into outputDirectory: URL, quiet: Bool) throws {
     let markdown = report.markdown
     print(markdown)
     do {
         try FileManager.default.createDirectory(at: outputDirectory, withIntermediateDirectories: true)
         try Data(markdown.utf8).write(to: outputDirectory.appendingPathComponent("latest.md"), options: .atomic)
-        if !markdownOnly { try report.json().write(to: outputDirectory.appendingPathComponent("latest.json"), options: .atomic) }
+        if withJSON { try report.json().write(to: outputDirectory.appendingPathComponent("latest.json"), options: .atomic) }
         try report.chart.writePNG(to: outputDirectory.appendingPathComponent("latest.png").path)
     } catch {
         throw VeilError.io("cannot write the results into \(outputDirectory.path) (\(error.localizedDescription)); give a writable --out DIR")
     }
-    if !quiet { Terminal.note("wrote \(outputDirectory.path)/latest.md\(markdownOnly ? "" : ", latest.json") and latest.png") }
+    if !quiet { Terminal.note("wrote \(outputDirectory.path)/latest.md\(withJSON ? ", latest.json" : "") and latest.png") }
 }
