@@ -11,6 +11,13 @@ import Glibc
 /// waits in between is the playout's target delay, which follows the jitter of the connection
 /// (docs/lip-sync.md, "The voice's delay").
 ///
+/// The playout places the voice by its RTP timestamps and puts them on the local clock by the
+/// fastest packets it saw (`AdaptivePlayout.anchorMicros`), not by the jitter buffer's output
+/// timestamps: those are anchored where the jitter buffer started, which after a slow, lossy
+/// handshake can be a packet that came 100 ms late. The stage learns from the packets leaving the
+/// jitter buffer which RTP timestamp each output timestamp stands for, and which sender capture
+/// time (from RTCP): the lip-sync mapping (`mapping`) is built on the playout's timeline.
+///
 /// Thread-safe: the decoder's streaming thread inserts, the playout thread takes blocks, callers
 /// read figures; all of it under one mutex. `deliver` runs on the playout thread.
 final class AudioPlayoutStage: Sendable {
@@ -21,9 +28,10 @@ final class AudioPlayoutStage: Sendable {
         /// From taking a block to hearing it: the output's own latency (0 for a callback that
         /// is called at the block's playout time).
         var leadMicros: @Sendable () -> UInt64
-        /// Called about once a second with the playout's target delay (µs): the RTP jitter
-        /// buffer's wait for a missing packet is tuned from it.
-        var retune: @Sendable (UInt64) -> Void
+        /// Called about once a second with how long after its own output timestamp the RTP jitter
+        /// buffer may wait for a missing packet before the packets behind it come too late for
+        /// the playout (µs; may be negative).
+        var retune: @Sendable (Int64) -> Void
     }
 
     private struct State {
@@ -31,7 +39,29 @@ final class AudioPlayoutStage: Sendable {
         var output: Output?
         var threadStarted = false
         var stopping = false
+        var rtpClock = RTPClock()
+        /// The latest packets to leave the jitter buffer: output timestamp → media time (µs), oldest first.
+        var departures: [(timestampMicros: UInt64, mediaMicros: UInt64)] = []
+        /// Sender capture time → media time, from the RTCP-derived reference timestamps (latency 0).
+        var senderToMedia: PlayoutMapping?
+        /// The jitter buffer's output timestamp minus the playout's timeline time, latest packet (µs).
+        var jitterBufferLagMicros: Int64?
     }
+
+    /// RTP timestamps (48 kHz, 32 bits) unwrapped to media time in µs: each one by the signed step
+    /// from the one before, whichever side of the jitter buffer it was read on.
+    struct RTPClock {
+        private var last: (timestamp: UInt32, total: UInt64)?
+
+        mutating func mediaMicros(of timestamp: UInt32) -> UInt64 {
+            let total = last.map { UInt64(bitPattern: Int64(bitPattern: $0.total) &+ Int64(Int32(bitPattern: timestamp &- $0.timestamp))) } ?? UInt64(1) << 40
+            last = (timestamp, total)
+            return total * 1000 / 48
+        }
+    }
+
+    /// How many departures are kept to time decoded chunks (2.5 s of 20 ms packets).
+    private static let departuresKept = 128
 
     static let blockMicros: UInt64 = 10_000
 
@@ -47,22 +77,51 @@ final class AudioPlayoutStage: Sendable {
         state.withLock { $0.output = output }
     }
 
-    /// An RTP packet entering the jitter buffer: its RTP timestamp (unwrapped, in µs) and when it came.
-    func packetArrived(mediaMicros: UInt64, arrivalMicros: UInt64) {
-        state.withLock { $0.playout.packetArrived(mediaMicros: mediaMicros, arrivalMicros: arrivalMicros) }
+    /// An RTP packet entering the jitter buffer: its RTP timestamp and when it came.
+    func packetArrived(rtpTimestamp: UInt32, arrivalMicros: UInt64) {
+        state.withLock { state in
+            let media = state.rtpClock.mediaMicros(of: rtpTimestamp)
+            state.playout.packetArrived(mediaMicros: media, arrivalMicros: arrivalMicros)
+        }
     }
 
-    /// A frame of the avatar's stream arrived (see `AdaptivePlayout.syncedFrameArrived`).
-    func syncedFrameArrived(timelineMicros: UInt64, arrivalMicros: UInt64) {
-        state.withLock { $0.playout.syncedFrameArrived(timelineMicros: timelineMicros, arrivalMicros: arrivalMicros) }
+    /// An RTP packet leaving the jitter buffer: its RTP timestamp, its output timestamp on the local
+    /// media clock, and the sender capture time it stands for (nil before the first sender report).
+    func packetLeftJitterBuffer(rtpTimestamp: UInt32, timestampMicros: UInt64, senderMicros: UInt64?) {
+        state.withLock { state in
+            let media = state.rtpClock.mediaMicros(of: rtpTimestamp)
+            state.departures.append((timestampMicros, media))
+            if state.departures.count > Self.departuresKept { state.departures.removeFirst(state.departures.count - Self.departuresKept) }
+            if let senderMicros {
+                state.senderToMedia = PlayoutMapping(offsetMicros: Int64(bitPattern: media &- senderMicros), latencyMicros: 0,
+                                                     referenceSenderMicros: senderMicros)
+            }
+            if let timeline = state.playout.timelineMicros(ofMediaMicros: media) {
+                state.jitterBufferLagMicros = Int64(bitPattern: timestampMicros &- timeline)
+            }
+        }
     }
 
-    /// A decoded chunk (`timelineMicros`: its jitter-buffer output time on the local media clock).
-    /// The first one starts the playout thread.
-    func insert(_ samples: [Float], timelineMicros: UInt64) {
+    /// A frame of the avatar's stream, captured at the sender's media time `senderMicros` (full or
+    /// 48-bit), arrived (see `AdaptivePlayout.syncedFrameArrived`). Ignored before the first sender report.
+    func syncedFrameArrived(senderMicros: UInt64, arrivalMicros: UInt64) {
+        state.withLock { state in
+            guard let media = state.senderToMedia?.playoutTimeMicros(forSenderMediaTimeMicros: senderMicros) else { return }
+            state.playout.syncedFrameArrived(mediaMicros: media, arrivalMicros: arrivalMicros)
+        }
+    }
+
+    /// A decoded chunk whose first sample carries the jitter buffer's output timestamp
+    /// `timestampMicros` (on the local media clock): placed at the media time of the packet that
+    /// left with that timestamp, or at the nearest one's plus the difference (a chunk the decoder
+    /// made up for a lost packet). The first chunk starts the playout thread.
+    func insert(_ samples: [Float], jitterBufferMicros timestampMicros: UInt64) {
         let start = state.withLock { state -> Bool in
             guard !state.stopping else { return false }
-            state.playout.insert(samples, timelineMicros: timelineMicros)
+            let distance = { (departure: (timestampMicros: UInt64, mediaMicros: UInt64)) in Int64(bitPattern: departure.timestampMicros &- timestampMicros).magnitude }
+            guard let nearest = state.departures.min(by: { distance($0) < distance($1) }) else { return false }
+            let media = UInt64(bitPattern: Int64(bitPattern: nearest.mediaMicros) &+ Int64(bitPattern: timestampMicros &- nearest.timestampMicros))
+            state.playout.insert(samples, mediaMicros: media)
             defer { state.threadStarted = true }
             return !state.threadStarted
         }
@@ -76,6 +135,25 @@ final class AudioPlayoutStage: Sendable {
 
     /// What the playout did so far.
     var statistics: AdaptivePlayout.Statistics { state.withLock { $0.playout.statistics } }
+
+    /// Sender capture time → local time on the playout's timeline, with the delay of the last block
+    /// played from data as its latency (0 before one played); nil before the first sender report.
+    var mapping: PlayoutMapping? {
+        state.withLock { state in
+            guard let senderToMedia = state.senderToMedia, let anchor = state.playout.anchorMicros else { return nil }
+            return PlayoutMapping(offsetMicros: senderToMedia.offsetMicros &+ anchor, latencyMicros: state.playout.statistics.currentDelayMicros,
+                                  referenceSenderMicros: senderToMedia.referenceSenderMicros)
+        }
+    }
+
+    /// The sender capture time of the audio at media time `mediaMicros` (a block's), once known.
+    func senderMicros(ofMediaMicros mediaMicros: UInt64) -> UInt64? {
+        state.withLock { $0.senderToMedia?.senderMediaTimeMicros(playingAt: mediaMicros) }
+    }
+
+    /// How much later than the playout's timeline the RTP jitter buffer stamps the packets it lets
+    /// out (µs, latest packet): where it anchored itself, against the fastest packets.
+    var jitterBufferLagMicros: Int64? { state.withLock { $0.jitterBufferLagMicros } }
 
     /// The delay of the last block played from data (µs): from the jitter buffer's output
     /// timestamp to the time it is heard. Nil before the first block played.
@@ -99,16 +177,20 @@ final class AudioPlayoutStage: Sendable {
             Self.sleep(until: next)
             let lead = output.leadMicros()
             let playoutMicros = next + lead
-            let taken = state.withLock { state -> (AdaptivePlayout.Block, UInt64)? in
+            let taken = state.withLock { state -> (AdaptivePlayout.Block, Int64)? in
                 guard !state.stopping else { return nil }
                 state.playout.outputLeadMicros = lead
                 let block = state.playout.nextBlock(playoutMicros: playoutMicros)
-                return (block, state.playout.statistics.targetDelayMicros)
+                // A block is taken `lead` before it is heard and needs the chunk after its start, so a
+                // chunk is due at its timeline time plus the target, less the lead and a block;
+                // the jitter buffer stamps it `lag` later, and decoding wants a few ms.
+                let due = Int64(state.playout.statistics.targetDelayMicros) - Int64(lead) - Int64(Self.blockMicros)
+                return (block, due - (state.jitterBufferLagMicros ?? 0) - 5_000)
             }
-            guard let (block, target) = taken else { return }
+            guard let (block, wait) = taken else { return }
             output.deliver(block, playoutMicros)
             blocks += 1
-            if blocks % 100 == 0 { output.retune(target) }
+            if blocks % 100 == 0 { output.retune(wait) }
             next += Self.blockMicros
             // Far behind (the machine stalled this thread): resume from now rather than
             // bursting blocks out; the playout conceals what the stall cost.

@@ -120,23 +120,23 @@ extension PeerConnection {
             shared.receiveBin = ElementRef(bin)
             return shared.outputDevice
         }
-        // RTP packets leaving the jitter buffer: count them, and learn the sender-time mapping from
-        // the reference-timestamp meta rtpjitterbuffer adds once an RTCP sender report arrived.
+        // RTP packets leaving the jitter buffer: count them, and tell the playout which RTP
+        // timestamp each output timestamp stands for, and which sender time (the reference-timestamp
+        // meta rtpjitterbuffer adds once an RTCP sender report arrived).
         addProbe(pad, GST_PAD_PROBE_TYPE_BUFFER) { [weak self] pad, info in
             guard let self, let buffer = gst_pad_probe_info_get_buffer(info) else { return GST_PAD_PROBE_OK }
-            var update: PlayoutMapping?
-            if let meta = gst_buffer_get_reference_timestamp_meta(buffer, CallGStreamer.ntpReferenceCaps),
-               let local = self.graph.mediaTimeMicros(pts: buffer.pointee.pts, pad: pad) {
-                let sender = UInt64(meta.pointee.timestamp) / 1000
-                update = PlayoutMapping(offsetMicros: Int64(bitPattern: local) &- Int64(bitPattern: sender),
-                                        latencyMicros: 0, referenceSenderMicros: sender)
-            }
             let now = UInt64(g_get_monotonic_time())
             self.shared.withLock { shared in
                 shared.counters.rtpPacketsReceived += 1
                 shared.lastMediaMicros = now
-                if let update { shared.mapping = update }
             }
+            var rtp = GstRTPBuffer()
+            guard let local = self.graph.mediaTimeMicros(pts: buffer.pointee.pts, pad: pad),
+                  gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp) != 0 else { return GST_PAD_PROBE_OK }
+            let timestamp = gst_rtp_buffer_get_timestamp(&rtp)
+            gst_rtp_buffer_unmap(&rtp)
+            let sender = gst_buffer_get_reference_timestamp_meta(buffer, CallGStreamer.ntpReferenceCaps).map { UInt64($0.pointee.timestamp) / 1000 }
+            self.playout.packetLeftJitterBuffer(rtpTimestamp: timestamp, timestampMicros: local, senderMicros: sender)
             return GST_PAD_PROBE_OK
         }
         connectDecodedSink(in: bin)
@@ -159,8 +159,8 @@ extension PeerConnection {
         }
     }
 
-    /// Feeds what the decoder's appsink gets to the playout stage, timed on the jitter buffer's
-    /// output clock, and counts it.
+    /// Feeds what the decoder's appsink gets to the playout stage, with the jitter buffer's output
+    /// timestamp on the local media clock, and counts it.
     func connectDecodedSink(in bin: UnsafeMutablePointer<GstElement>) {
         guard let sink = gst_bin_get_by_name(asBin(bin), "decodedsink") else { return }
         defer { gst_object_unref(gpointerOf(sink)) }
@@ -180,36 +180,29 @@ extension PeerConnection {
                 $0.counters.decodedAudioBuffers += 1
                 $0.counters.decodedAudioSamples += samples.count
             }
-            self.playout.insert(samples, timelineMicros: timeline)
+            self.playout.insert(samples, jitterBufferMicros: timeline)
         }
     }
 
     /// On the loop, as webrtcbin creates its RTP jitter buffer: every packet entering it tells the
-    /// playout when it arrived and which media time it carries (its RTP timestamp, unwrapped).
+    /// playout when it arrived and which media time it carries (its RTP timestamp).
     func watchArrivals(of jitterBuffer: UnsafeMutablePointer<GstElement>) {
         guard let pad = gst_element_get_static_pad(jitterBuffer, "sink") else { return }
         defer { gst_object_unref(gpointerOf(pad)) }
-        let unwrapped = Mutex<(last: UInt32, total: UInt64)?>(nil)
         addProbe(pad, GST_PAD_PROBE_TYPE_BUFFER) { [weak self] _, info in
             guard let self, let buffer = gst_pad_probe_info_get_buffer(info) else { return GST_PAD_PROBE_OK }
             var rtp = GstRTPBuffer()
             guard gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp) != 0 else { return GST_PAD_PROBE_OK }
             let timestamp = gst_rtp_buffer_get_timestamp(&rtp)
             gst_rtp_buffer_unmap(&rtp)
-            let media = unwrapped.withLock { state -> UInt64 in
-                // 32-bit RTP time at 48 kHz, unwrapped by the signed step from the previous packet.
-                let total = state.map { UInt64(bitPattern: Int64(bitPattern: $0.total) &+ Int64(Int32(bitPattern: timestamp &- $0.last))) } ?? UInt64(1) << 40
-                state = (timestamp, total)
-                return total
-            }
-            self.playout.packetArrived(mediaMicros: media * 1000 / 48, arrivalMicros: UInt64(g_get_monotonic_time()))
+            self.playout.packetArrived(rtpTimestamp: timestamp, arrivalMicros: UInt64(g_get_monotonic_time()))
             return GST_PAD_PROBE_OK
         }
     }
 
     /// Where the playout thread's blocks go, for this connection's output.
     func playoutOutput() -> AudioPlayoutStage.Output {
-        let retune: @Sendable (UInt64) -> Void = { [weak self] target in self?.retuneJitterBuffer(forPlayoutDelayMicros: target) }
+        let retune: @Sendable (Int64) -> Void = { [weak self] wait in self?.retuneJitterBuffer(waitMicros: wait) }
         switch output {
         case .callback(let handler):
             return .init(deliver: { [weak self] block, playout in
@@ -246,20 +239,21 @@ extension PeerConnection {
     func receivedAudio(_ block: AdaptivePlayout.Block, playoutMicros: UInt64) -> ReceivedAudio? {
         let delay = playout.delayMicros ?? 0
         let presentation = block.timelineMicros ?? (playoutMicros &- delay)
-        let sender = shared.withLock { $0.mapping }?.atJitterBufferOutput.senderMediaTimeMicros(playingAt: presentation)
+        let sender = block.mediaMicros.flatMap { playout.senderMicros(ofMediaMicros: $0) }
         return ReceivedAudio(samples: block.samples, sampleRate: 48_000, presentationTimeMicros: presentation,
                              playoutTimeMicros: playoutMicros, senderMediaTimeMicros: sender)
     }
 
-    /// Sets the RTP jitter buffer's wait for a missing or reordered packet from the playout's
-    /// target delay: a packet is worth waiting for only until its audio is due. Changed in steps
-    /// of 10 ms or more, so that the latency messages it causes stay rare.
-    func retuneJitterBuffer(forPlayoutDelayMicros target: UInt64) {
-        let wanted = UInt32(min(max(Int64(target / 1000) - 10, 10), 400))
+    /// Sets the RTP jitter buffer's wait for a missing or reordered packet (its `latency`, counted
+    /// from its own output timestamps) to `waitMicros`: a packet is worth waiting for only while
+    /// the packets held behind it can still play in time. At least 2 ms, at most 400; changed in
+    /// steps of 5 ms or more, so that the latency messages it causes stay rare.
+    func retuneJitterBuffer(waitMicros: Int64) {
+        let wanted = UInt32(min(max(waitMicros / 1000, 2), 400))
         onLoop { peer in
             guard let webrtcbin = peer.graph.liveWebrtcbin else { return }
             let current = veil_object_get_uint(gpointerOf(webrtcbin), "latency")
-            if abs(Int64(current) - Int64(wanted)) >= 10 { veil_object_set_uint(gpointerOf(webrtcbin), "latency", wanted) }
+            if abs(Int64(current) - Int64(wanted)) >= 5 { veil_object_set_uint(gpointerOf(webrtcbin), "latency", wanted) }
         }
     }
 

@@ -72,7 +72,7 @@ extension PeerConnection {
         let size = gbytes.map { Int(g_bytes_get_size($0)) } ?? 0
         // Oversized payloads are rejected without being copied.
         let frame = size <= ExpressionFrame.maximumEncodedSize ? (try? ExpressionFrame(decoding: bytes(of: gbytes))) : nil
-        let mapping = shared.withLock { shared in
+        shared.withLock { shared in
             shared.lastMediaMicros = arrival
             shared.counters.largestPayloadReceived = max(shared.counters.largestPayloadReceived, size)
             if frame != nil {
@@ -81,14 +81,10 @@ extension PeerConnection {
             } else {
                 shared.counters.invalidPayloads += 1
             }
-            return shared.mapping
         }
         if let frame {
-            // The voice waits for the avatar's frames a little (AdaptivePlayout.syncedFrameArrived):
-            // the frame's capture time on the voice's timeline, before the playout's delay.
-            if let timeline = mapping?.atJitterBufferOutput.playoutTimeMicros(forSenderMediaTimeMicros: frame.captureTimeMicros) {
-                playout.syncedFrameArrived(timelineMicros: timeline, arrivalMicros: arrival)
-            }
+            // The voice waits for the avatar's frames a little (AdaptivePlayout.syncedFrameArrived).
+            playout.syncedFrameArrived(senderMicros: frame.captureTimeMicros, arrivalMicros: arrival)
             frameSink.yield(ReceivedExpressionFrame(frame: frame, arrivalMediaTimeMicros: arrival, byteCount: size))
         }
     }

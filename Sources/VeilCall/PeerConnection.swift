@@ -109,7 +109,6 @@ public final class PeerConnection: @unchecked Sendable {
         var playoutSource: ElementRef?
         /// The PulseAudio sink the received voice plays on (nil: the server's default).
         var outputDevice: String?
-        var mapping: PlayoutMapping?
         /// The pipeline's latency: what its output sink adds to each block's timestamp.
         var latencyNanos: UInt64 = 0
         var lastSample: StatsSample?
@@ -218,12 +217,9 @@ public final class PeerConnection: @unchecked Sendable {
     /// report has arrived (about a second after audio starts); nil before. Its latency is the
     /// playout's delay now, which adapts to the network: ask again for each picture.
     public var playoutMapping: PlayoutMapping? {
-        let delay = playout.delayMicros
-        return shared.withLock { shared -> PlayoutMapping? in
-            guard var mapping = shared.mapping else { return nil }
-            mapping.latencyMicros = delay ?? shared.latencyNanos / 1000
-            return mapping
-        }
+        guard var mapping = playout.mapping else { return nil }
+        if mapping.latencyMicros == 0 { mapping.latencyMicros = shared.withLock { $0.latencyNanos / 1000 } }
+        return mapping
     }
 
     /// What the received voice's playout did so far: its target and current delay, and how much

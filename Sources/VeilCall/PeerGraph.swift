@@ -143,7 +143,12 @@ final class PeerGraph: @unchecked Sendable {
             source = "audiotestsrc name=source is-live=true wave=silence samplesperbuffer=480 ! audio/x-raw,format=S16LE,rate=48000,channels=1,layout=interleaved ! audiomixer name=mixer"
         }
         let bitrate = min(max(configuration.opusBitrate, 6_000), 128_000)
-        let description = source + " ! audioconvert ! audioresample ! audio/x-raw,format=S16LE,rate=48000,channels=1"
+        // Until the connection is up, webrtcbin holds the send path back. A live source held back
+        // catches up afterwards in a burst: seconds of stale audio, played late by the receiver
+        // and anchoring its RTP jitter buffer seconds behind the path. The leaky queue keeps at
+        // most 40 ms instead and lets the source run in real time; in a call it is empty.
+        let description = source + " ! queue name=sendqueue leaky=downstream max-size-time=40000000 max-size-buffers=0 max-size-bytes=0"
+            + " ! audioconvert ! audioresample ! audio/x-raw,format=S16LE,rate=48000,channels=1"
             + " ! volume name=mute ! opusenc audio-type=voice bitrate=\(bitrate) frame-size=20 inband-fec=true packet-loss-percentage=10"
             + " ! rtpopuspay pt=96 ! capsfilter caps=application/x-rtp,media=audio,encoding-name=OPUS,payload=96,clock-rate=48000"
         var error: UnsafeMutablePointer<GError>?

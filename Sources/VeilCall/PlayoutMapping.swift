@@ -4,15 +4,16 @@
 ///
 /// How it is measured: the sender's RTCP sender reports carry its media clock (Veil sets
 /// `ntp-time-source=clock-time` and capture-time sync), the receiving jitter buffer stamps each
-/// audio packet with the sender time it corresponds to (a reference-timestamp meta), and the peer
-/// records, per packet, the difference to the packet's local timestamp. Playout adds the receive
-/// pipeline's latency. Both clocks are monotonic microseconds; drift between two machines' clocks
-/// is absorbed because the offset is refreshed with every packet.
+/// audio packet with the sender time it corresponds to (a reference-timestamp meta), and the
+/// playout stage records, per packet, the difference between that and the packet's place on the
+/// playout's timeline (`AudioPlayoutStage`: its media time put on the local clock by the fastest
+/// packets). Playout adds the playout's delay. Both clocks are monotonic microseconds; drift
+/// between two machines' clocks is absorbed because the offset is refreshed with every packet.
 public struct PlayoutMapping: Sendable, Equatable {
-    /// Local media time of an audio packet at the jitter-buffer output minus the sender media time
-    /// at which it was captured (µs). Includes the clock difference between the machines.
+    /// An audio packet's time on the playout's timeline (when the fastest packets bring it) minus
+    /// the sender media time at which it was captured (µs). Includes the clock difference between the machines.
     public var offsetMicros: Int64
-    /// From jitter-buffer output timestamp to playout (µs): the receive pipeline's latency.
+    /// From the playout's timeline to playout (µs): the playout's delay.
     public var latencyMicros: UInt64
     /// The sender media time of the latest packet (µs), to unwrap 48-bit capture times.
     public var referenceSenderMicros: UInt64
@@ -22,12 +23,6 @@ public struct PlayoutMapping: Sendable, Equatable {
         self.offsetMicros = offsetMicros
         self.latencyMicros = latencyMicros
         self.referenceSenderMicros = referenceSenderMicros
-    }
-
-    /// The same mapping without the playout's delay: to and from the jitter buffer's output time
-    /// (the playout's timeline) instead of the time the audio is heard.
-    public var atJitterBufferOutput: PlayoutMapping {
-        PlayoutMapping(offsetMicros: offsetMicros, latencyMicros: 0, referenceSenderMicros: referenceSenderMicros)
     }
 
     /// Local media time at which audio the sender captured at `senderMicros` is played. Accepts

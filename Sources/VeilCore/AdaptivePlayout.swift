@@ -2,7 +2,12 @@
 /// loudspeaker, chosen from the jitter the connection actually shows, and changed without clicks or
 /// skips. The idea is libwebrtc's NetEq; the parts are Veil's own:
 ///
-/// - **Target delay.** Every packet's arrival is compared with its media time (its RTP timestamp):
+/// - **Timeline.** Received audio is placed by its media time (its RTP timestamp), and media time
+///   is put on the local clock by the fastest packet of the last seconds: a sample's timeline time
+///   is when the fastest packet would have brought it (`timelineMicros(ofMediaMicros:)`). Delays are
+///   counted from there, so that where the receiver happened to start (a first packet held up by
+///   the handshake, an RTP jitter buffer anchored to it) adds nothing.
+/// - **Target delay.** Every packet's arrival is compared with its media time:
 ///   how much later than the fastest packet of the last seconds it came is its arrival delay, as
 ///   in NetEq, measured where packets enter the RTP jitter buffer so that the buffer's own waits
 ///   for a lost packet do not feed back into it. The target is a high quantile
@@ -19,7 +24,8 @@
 /// - **Playout.** The output takes one block (10 ms) at a time at the device's pace. Its error is
 ///   how far the delay the next sample would get lies from the target. Too late: a block consumes
 ///   one pitch period more than it plays (*accelerate*, the period removed by cross-fading two
-///   similar periods), or skips up to a block of near-silence. Too early: it plays one period more
+///   similar periods), or skips up to a block of near-silence; more than 100 ms too late (the
+///   start after a burst, a path that got much faster), the excess is skipped at once. Too early: it plays one period more
 ///   than it consumes (*expand*, the last period repeated by a cross-fade). The voice's pitch is
 ///   untouched, and a change in delay spreads over many blocks.
 /// - **Nothing to play.** When the next samples have not arrived, the block repeats the last pitch
@@ -34,8 +40,8 @@ public struct AdaptivePlayout: Sendable {
         public var sampleRate = 48_000
         /// Samples per output block.
         public var blockSamples = 480
-        /// A delay to keep instead of the adaptive target (e.g. `veil call --latency 80`), the
-        /// output's lead excluded; nil adapts.
+        /// A delay after the fastest packets to keep instead of the adaptive target (e.g.
+        /// `veil call --latency 80`), the output's lead excluded; nil adapts.
         public var fixedDelayMicros: UInt64?
         /// Added to the arrival-delay quantile, for the scheduling of the output thread.
         public var marginMicros: UInt64 = 3_000
@@ -63,24 +69,26 @@ public struct AdaptivePlayout: Sendable {
 
     /// What the playout did so far. Sample counts are at `sampleRate`.
     public struct Statistics: Sendable, Equatable {
-        /// The delay the playout aims at now (µs): arrival-delay quantile, block, margin and the output's lead.
+        /// The delay after the fastest packets the playout aims at now (µs): arrival-delay
+        /// quantile, block, margin and the output's lead.
         public var targetDelayMicros: UInt64 = 0
         /// Of the target, how long before it is heard the output takes a block (µs).
         public var outputLeadMicros: UInt64 = 0
         /// The delay of the last block played from data: its playout time minus its first sample's
-        /// timeline time (µs).
+        /// timeline time (µs), that is the time since the fastest packets would have brought it.
         public var currentDelayMicros: UInt64 = 0
         /// Chunks inserted, and those that came after their time had been concealed.
         public var chunks = 0, lateChunks = 0
         /// Samples handed out (blocks × block size), silence before the first chunk excluded.
         public var playedSamples = 0
-        /// Samples removed by acceleration (speech periods and near-silence).
+        /// Samples removed by acceleration (speech periods, near-silence, and what a catch-up skipped).
         public var acceleratedSamples = 0
         /// Samples inserted by expansion.
         public var expandedSamples = 0
         /// Samples made up while nothing had arrived to play.
         public var concealedSamples = 0
-        /// Samples dropped unplayed: duplicates, chunks that came after their place was played, overflow.
+        /// Samples dropped unplayed: duplicates, chunks that came after their place was played,
+        /// overflow, stale audio before a (re)start.
         public var droppedSamples = 0
 
         /// Nothing played yet.
@@ -104,8 +112,11 @@ public struct AdaptivePlayout: Sendable {
     /// One block of output.
     public struct Block: Sendable {
         public var samples: [Float]
-        /// The timeline time (µs) of the first input sample the block plays; nil for silence.
+        /// The timeline time (µs) of the first input sample the block plays (after the skip, for a
+        /// block that caught up); nil for silence.
         public var timelineMicros: UInt64?
+        /// The media time (µs) of that sample; nil for silence.
+        public var mediaMicros: UInt64?
         public var kind: BlockKind
     }
 
@@ -118,20 +129,31 @@ public struct AdaptivePlayout: Sendable {
         didSet { statistics.outputLeadMicros = outputLeadMicros }
     }
 
-    /// Arrival minus media time of each packet (ms), relative to the first packet's.
+    /// Arrival minus media time of each packet after the stream's first second (ms), relative to
+    /// the first packet's: the jitter.
     private var arrivalDelays: SlidingPercentile
-    /// The delays a synced stream's frames needed (ms), and the newest frame's timeline time
+    /// The same for every packet, the first second's included: its least is the anchor (a burst
+    /// that queued while the connection came up arrives late, never early).
+    private var allArrivalDelays: SlidingPercentile
+    /// The delays a synced stream's frames needed (ms), and the newest frame's media time
     /// (`syncedFrameArrived`).
     private var syncedNeeds: SlidingPercentile
-    private var lastSyncedTimelineMicros: UInt64?
+    private var lastSyncedMediaMicros: UInt64?
     /// The intervals between a synced stream's frames (ms): their median is the stream's usual one.
     private var syncedIntervals: SlidingPercentile
+    /// Arrival minus media time of the first packet (µs): what `arrivalDelays` count from.
     private var arrivalBase: Int64?
     private var firstArrivalMicros: UInt64?
+    /// When the latest packet arrived.
+    private var latestArrivalMicros: UInt64 = 0
+    /// A stream's first packets can be stale (held back while the connection came up) and come in
+    /// a burst: playout does not start before packets have been arriving for this long (µs), so
+    /// that fresh ones have shown where the fastest stand (less than the initial target waits).
+    static let arrivalsBeforeStartMicros: UInt64 = 60_000
     /// Received samples; `buffer[read...]` is still to play.
     private var buffer: [Float] = []
     private var read = 0
-    /// Timeline: sample positions count from `originMicros`; `buffer[0]` is at `bufferStart`.
+    /// Sample positions count from media time `originMicros`; `buffer[0]` is at `bufferStart`.
     private var originMicros: UInt64?
     private var bufferStart: Int64 = 0
     /// Whether playout has begun since the last (re)start.
@@ -151,6 +173,7 @@ public struct AdaptivePlayout: Sendable {
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         arrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
+        allArrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
         syncedNeeds = SlidingPercentile(seconds: configuration.windowSeconds)
         syncedIntervals = SlidingPercentile(seconds: configuration.windowSeconds)
         statistics.targetDelayMicros = targetDelayMicros
@@ -176,10 +199,24 @@ public struct AdaptivePlayout: Sendable {
     /// The delay the playout aims at now (µs), the output's lead included.
     public var targetDelayMicros: UInt64 { bufferTargetMicros + outputLeadMicros }
 
+    /// Arrival minus media time of the fastest packet of the window (µs); the first packet's until
+    /// a second of arrivals is known, nil before any packet arrived. The timeline is media time
+    /// plus this: it follows the path (and the drift between the two machines' clocks) as the window does.
+    public var anchorMicros: Int64? {
+        guard let base = arrivalBase else { return nil }
+        guard let fastest = allArrivalDelays.value(at: 0) else { return base }
+        return base + Int64((Double(fastest) * 1000).rounded())
+    }
+
+    /// The local time at which the fastest packets bring media time `mediaMicros`; nil before any packet arrived.
+    public func timelineMicros(ofMediaMicros mediaMicros: UInt64) -> UInt64? {
+        anchorMicros.map { UInt64(bitPattern: Int64(bitPattern: mediaMicros) &+ $0) }
+    }
+
     /// The delay a block waits in the playout before the output takes it (µs).
     private var bufferTargetMicros: UInt64 {
         if let fixed = configuration.fixedDelayMicros { return fixed }
-        guard arrivalDelays.count >= 25, let fastest = arrivalDelays.value(at: 0),
+        guard arrivalDelays.count >= 25, let fastest = allArrivalDelays.value(at: 0),
               let slow = arrivalDelays.value(at: configuration.quantile) else {
             return configuration.initialDelayMicros
         }
@@ -197,8 +234,8 @@ public struct AdaptivePlayout: Sendable {
     }
 
     /// A frame of a stream drawn in sync with the voice (the avatar's expressions) arrived at
-    /// `arrivalMicros`; it was captured when the voice at `timelineMicros` was (on `insert`'s
-    /// timeline: the voice's time at the jitter buffer's output). What it asks of the voice:
+    /// `arrivalMicros`; it was captured when the voice at media time `mediaMicros` was. What it
+    /// asks of the voice, counted from the timeline:
     ///
     /// - After frames were lost (a gap of more than 1.5 of the stream's usual intervals), every
     ///   moment in the gap is drawn by interpolating up to this frame, so the voice of the moment
@@ -210,24 +247,25 @@ public struct AdaptivePlayout: Sendable {
     ///
     /// Frames older than the newest are not counted, nor those after a gap of more than half a
     /// second (the avatar does not interpolate across it).
-    public mutating func syncedFrameArrived(timelineMicros: UInt64, arrivalMicros: UInt64) {
-        guard let previous = lastSyncedTimelineMicros else {
-            lastSyncedTimelineMicros = timelineMicros
+    public mutating func syncedFrameArrived(mediaMicros: UInt64, arrivalMicros: UInt64) {
+        guard let previous = lastSyncedMediaMicros else {
+            lastSyncedMediaMicros = mediaMicros
             return
         }
-        guard timelineMicros > previous else {
+        guard mediaMicros > previous else {
             // More than 2 s back: the sender's stream started over.
-            if previous - timelineMicros > 2_000_000 { lastSyncedTimelineMicros = timelineMicros }
+            if previous - mediaMicros > 2_000_000 { lastSyncedMediaMicros = mediaMicros }
             return
         }
-        lastSyncedTimelineMicros = timelineMicros
-        let gap = timelineMicros - previous
+        lastSyncedMediaMicros = mediaMicros
+        guard let anchor = anchorMicros else { return }
+        let gap = mediaMicros - previous
         guard gap <= 500_000 else { return }
         let seconds = Double(arrivalMicros) / 1_000_000
         syncedIntervals.add(Float(Double(gap) / 1000), at: seconds)
         let usual = Double(syncedIntervals.value(at: 0.5) ?? 0) * 1000
         let bridged = Double(gap) > 1.5 * usual
-        let needed = Int64(bitPattern: arrivalMicros &- (bridged ? previous : timelineMicros))
+        let needed = Int64(bitPattern: arrivalMicros &- (bridged ? previous : mediaMicros)) &- anchor
         syncedNeeds.add(Float(Double(needed) / 1000), at: seconds)
     }
 
@@ -236,39 +274,43 @@ public struct AdaptivePlayout: Sendable {
     public mutating func packetArrived(mediaMicros: UInt64, arrivalMicros: UInt64) {
         // A stream's first second is not its jitter: what queued while the connection came up
         // arrives in a burst, and the receiver's clock mapping settles.
-        let first = firstArrivalMicros ?? arrivalMicros
-        firstArrivalMicros = first
-        guard arrivalMicros &- first >= 1_000_000 else { return }
+        latestArrivalMicros = max(latestArrivalMicros, arrivalMicros)
         let difference = Int64(bitPattern: arrivalMicros &- mediaMicros)
         let base = arrivalBase ?? difference
         arrivalBase = base
+        let first = firstArrivalMicros ?? arrivalMicros
+        firstArrivalMicros = first
         let relative = Float(Double(difference - base) / 1000)
-        if let fastest = arrivalDelays.value(at: 0), relative < fastest - 10 {
+        let seconds = Double(arrivalMicros) / 1_000_000
+        if let fastest = allArrivalDelays.value(at: 0), relative < fastest - 10 {
             // The path got faster by more than half a packet: what the window holds was measured from
             // the old, slower path and would read as jitter. Start the measurement over.
             arrivalDelays.removeAll()
+            allArrivalDelays.removeAll()
         }
-        arrivalDelays.add(relative, at: Double(arrivalMicros) / 1_000_000)
+        allArrivalDelays.add(relative, at: seconds)
+        guard arrivalMicros &- first >= 1_000_000 else { return }
+        arrivalDelays.add(relative, at: seconds)
     }
 
-    /// A decoded chunk: `samples` whose first one is at `timelineMicros` (the jitter buffer's output
-    /// timestamp).
-    public mutating func insert(_ samples: [Float], timelineMicros: UInt64) {
+    /// A decoded chunk: `samples` whose first one is at media time `mediaMicros` (its RTP timestamp
+    /// in µs, on `packetArrived`'s scale).
+    public mutating func insert(_ samples: [Float], mediaMicros: UInt64) {
         guard !samples.isEmpty else { return }
         statistics.chunks += 1
         guard let origin = originMicros else {
-            originMicros = timelineMicros
+            originMicros = mediaMicros
             bufferStart = 0
             buffer = samples
             read = 0
             return
         }
-        let start = position(ofMicros: timelineMicros, origin: origin)
+        let start = position(ofMicros: mediaMicros, origin: origin)
         let end = bufferStart + Int64(buffer.count)
         let tolerance = Int64(configuration.sampleRate / 1000)
         if start > end + Int64(configuration.sampleRate / 2) {
             // Half a second missing: the stream paused (or the timeline moved); start over.
-            restart(at: timelineMicros, with: samples)
+            restart(at: mediaMicros, with: samples)
             return
         }
         if concealing, !waitedChunkCounted {
@@ -296,9 +338,9 @@ public struct AdaptivePlayout: Sendable {
         compact()
     }
 
-    private mutating func restart(at timelineMicros: UInt64, with samples: [Float]) {
+    private mutating func restart(at mediaMicros: UInt64, with samples: [Float]) {
         statistics.droppedSamples += buffer.count - read
-        originMicros = timelineMicros
+        originMicros = mediaMicros
         bufferStart = 0
         buffer = samples
         read = 0
@@ -321,14 +363,30 @@ public struct AdaptivePlayout: Sendable {
         syncedNeeds.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
         let target = targetDelayMicros
         statistics.targetDelayMicros = target
-        guard let origin = originMicros else { return Block(samples: silence(), timelineMicros: nil, kind: .silence) }
-        let readMicros = micros(ofPosition: bufferStart + Int64(read), origin: origin)
-        let error = Int64(bitPattern: playoutMicros &- readMicros) - Int64(target)
-        let available = buffer.count - read
+        guard let origin = originMicros, let anchor = anchorMicros else {
+            return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
+        }
+        var readMedia = micros(ofPosition: bufferStart + Int64(read), origin: origin)
+        var readMicros = UInt64(bitPattern: Int64(bitPattern: readMedia) &+ anchor)
+        var error = Int64(bitPattern: playoutMicros &- readMicros) - Int64(target)
+        var available = buffer.count - read
         if !playing {
-            // (Re)start: wait in silence until the first sample would play at the target delay.
-            guard error >= -Int64(blockSamples) * 1_000_000 / rate / 2 else {
-                return Block(samples: silence(), timelineMicros: nil, kind: .silence)
+            // (Re)start: wait in silence until the first sample would play at the target delay,
+            // and the first packets have shown where the fastest ones stand.
+            let arriving = firstArrivalMicros.map { latestArrivalMicros &- $0 } ?? 0
+            guard error >= -Int64(blockSamples) * 1_000_000 / rate / 2, arriving >= Self.arrivalsBeforeStartMicros else {
+                return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
+            }
+            // Later than the target already (stale audio at the start): what nobody has heard yet
+            // is left out, so that the first block plays at the target.
+            let stale = min(Int(error * rate / 1_000_000), available - blockSamples)
+            if stale > 0 {
+                read += stale
+                statistics.droppedSamples += stale
+                readMedia = micros(ofPosition: bufferStart + Int64(read), origin: origin)
+                readMicros = UInt64(bitPattern: Int64(bitPattern: readMedia) &+ anchor)
+                error = Int64(bitPattern: playoutMicros &- readMicros) - Int64(target)
+                available = buffer.count - read
             }
             playing = true
             history = []
@@ -338,8 +396,8 @@ public struct AdaptivePlayout: Sendable {
         if available < blockSamples {
             block = conceal()
         } else {
-            block = play(error: error, available: available, timelineMicros: readMicros)
-            statistics.currentDelayMicros = UInt64(max(Int64(bitPattern: playoutMicros &- readMicros), 0))
+            block = play(error: error, available: available, timelineMicros: readMicros, mediaMicros: readMedia)
+            statistics.currentDelayMicros = UInt64(max(Int64(bitPattern: playoutMicros &- (block.timelineMicros ?? readMicros)), 0))
         }
         remember(block.samples)
         return block
@@ -348,7 +406,7 @@ public struct AdaptivePlayout: Sendable {
     private func silence() -> [Float] { [Float](repeating: 0, count: blockSamples) }
 
     /// A block from data, `error` µs later (positive) or earlier than the target.
-    private mutating func play(error: Int64, available: Int, timelineMicros: UInt64) -> Block {
+    private mutating func play(error: Int64, available: Int, timelineMicros: UInt64, mediaMicros: UInt64) -> Block {
         let n = blockSamples
         let errorSamples = Int(error * rate / 1_000_000)
         // The target is the least delay that is safe: the playout stays between it and 5 ms above.
@@ -356,7 +414,19 @@ public struct AdaptivePlayout: Sendable {
         blocksSinceSpeechAcceleration += 1
         var output: [Float]
         var kind = BlockKind.normal
-        if errorSamples > above, available >= n + shortestPeriod,
+        // Where the block's audio comes from once a catch-up skipped (µs after its first sample).
+        var skippedMicros: UInt64 = 0
+        if errorSamples > Int(rate) / 10, available >= n + 2 * fadeSamples {
+            // More than 100 ms late (the start after a burst that queued while the connection came
+            // up, a path that got much faster): stretching would take seconds, so the excess is
+            // left out at once, with a cross-fade, down to just above the target.
+            let removed = min(errorSamples - Int(rate) / 1000, available - n)
+            output = Self.joined(Array(buffer[read..<read + n + removed]), skipping: removed, outputCount: n, fade: fadeSamples)
+            read += n + removed
+            statistics.acceleratedSamples += removed
+            kind = .accelerated(removed: removed)
+            skippedMicros = UInt64(removed) * 1_000_000 / UInt64(rate)
+        } else if errorSamples > above, available >= n + shortestPeriod,
            let (removed, samples) = accelerated(by: errorSamples, available: available) {
             output = samples
             read += n + removed
@@ -383,7 +453,7 @@ public struct AdaptivePlayout: Sendable {
         }
         concealedBlocks = 0
         compact()
-        return Block(samples: output, timelineMicros: timelineMicros, kind: kind)
+        return Block(samples: output, timelineMicros: timelineMicros + skippedMicros, mediaMicros: mediaMicros + skippedMicros, kind: kind)
     }
 
     /// Plays `n` samples from `n + removed` of the input: near-silence loses up to what the error
@@ -472,7 +542,7 @@ public struct AdaptivePlayout: Sendable {
             read = 0
             history = []
         }
-        return Block(samples: samples, timelineMicros: nil, kind: .concealed)
+        return Block(samples: samples, timelineMicros: nil, mediaMicros: nil, kind: .concealed)
     }
 
     /// `count` samples of the concealment from where it stands (the gain ramps to the next block's).

@@ -42,6 +42,11 @@ final class DelayTests: XCTestCase {
         /// picture's source time), from the audio buffers as played (their sender times come
         /// from the same RTCP mapping): p5, p50, p95, in ms. Positive: the voice is ahead of the mouth.
         var leadP5Millis = Double.nan, leadP50Millis = Double.nan, leadP95Millis = Double.nan
+        /// The voice's playout at the end (alice): its target after the fastest packets, and how
+        /// much later than those the RTP jitter buffer stamps its packets (ms).
+        var playoutTargetMillis = Double.nan, jitterBufferLagMillis = Double.nan
+        /// What the playout did over the whole call.
+        var playout = AdaptivePlayout.Statistics()
     }
 
     func testTheAvatarStaysInSyncWithTheVoiceUnderDelayAndJitter() async throws {
@@ -108,9 +113,14 @@ final class DelayTests: XCTestCase {
 
     /// One call through a relay with `setting` for `seconds` of measurement.
     func measure(_ setting: Setting, host: String, seed: UInt64, seconds: Double) async throws -> Measurement {
-        let relay = try UDPRelay(host: host, impairment: .init(delayMillis: setting.delayMillis, jitterMillis: setting.jitterMillis,
-                                                               loss: setting.loss),
-                                 seed: seed)
+        // A fresh relay for each attempt: a relay learns each side's address from its first
+        // datagram, so the peers of a second attempt would otherwise be sent to the first's.
+        let makeRelay = { (attempt: Int) in
+            try UDPRelay(host: host, impairment: .init(delayMillis: setting.delayMillis, jitterMillis: setting.jitterMillis,
+                                                       loss: setting.loss),
+                         seed: seed &+ UInt64(attempt - 1) << 32)
+        }
+        var relay = try makeRelay(1)
         defer { relay.close() }
         var configuration = PeerConfiguration()
         configuration.rtcpIntervalMillis = 250  // the playout mapping needs a sender report
@@ -152,6 +162,8 @@ final class DelayTests: XCTestCase {
                     print("\(setting.title): " + (failed ? "the connection failed" : "connected without the expression channel on one side")
                           + "; calling again")
                     attempt += 1
+                    relay.close()
+                    relay = try makeRelay(attempt)
                     continue
                 }
                 throw DeadlineExceeded(description: "\(error); \(diagnostics)")
@@ -172,6 +184,9 @@ final class DelayTests: XCTestCase {
         result.relayed = relay.counts.bToA  // the whole call, handshakes included
 
         result.pictures = LossTests.measurement(loss: setting.loss, of: filmed, pair: pair)
+        result.playoutTargetMillis = Double(alice.playoutStatistics.targetDelayMicros) / 1000
+        result.jitterBufferLagMillis = Double(alice.playout.jitterBufferLagMicros ?? 0) / 1000
+        result.playout = alice.playoutStatistics
         let leads = Self.audioLeads(filmed.pictures, heard: filmed.heard)
         result.leadP5Millis = percentile(leads, 0.05)
         result.leadP50Millis = percentile(leads, 0.5)
@@ -220,7 +235,12 @@ final class DelayTests: XCTestCase {
             ("picture delay p50 1st/2nd half", { "\(number($0.pictures.delayFirstHalfMillis))/\(number($0.pictures.delaySecondHalfMillis)) ms" }),
             ("picture delay added vs 0 ms", { "+\(number($0.pictures.delaySecondHalfMillis - base)) ms" }),
             ("mouth-to-ear p50", { "\(number($0.pictures.mouthToEarPLCMillis)) ms" }),
-            ("receive latency", { "\(number($0.pictures.latencyPLCMillis)) ms" }),
+            ("voice delay after the fastest packets / target", { "\(number($0.pictures.latencyPLCMillis)) / \(number($0.playoutTargetMillis)) ms" }),
+            ("RTP jitter buffer's timestamps after the fastest packets", { "\(number($0.jitterBufferLagMillis)) ms" }),
+            ("playout: late chunks / concealed / stretched (whole call)", {
+                let p = $0.playout, seconds = { (samples: Int) in number(Double(samples) / 48_000, 2) }
+                return "\(p.lateChunks)/\(p.chunks) / \(seconds(p.concealedSamples)) s / \(seconds(p.acceleratedSamples + p.expandedSamples)) s"
+            }),
             ("\\|picture − audio time\\| p95 (mapping)", { "\(number($0.pictures.syncErrorP95Millis, 1)) ms" }),
             ("audio lead p5 / p50 / p95 (played audio)", { "\(number($0.leadP5Millis)) / \(number($0.leadP50Millis)) / \(number($0.leadP95Millis)) ms" }),
             ("voice < −6 dB / < −20 dB", { "\(percent($0.pictures.voicePLC.dips)) / \(percent($0.pictures.voicePLC.dropouts))" }),

@@ -53,11 +53,11 @@ final class AdaptivePlayoutTests: XCTestCase {
             previous = time
             arrivals.append((time, k))
         }
-        var frames: [(time: UInt64, timeline: UInt64)] = []
+        var frames: [(time: UInt64, media: UInt64)] = []
         if let frameArrival {
             for k in 0..<signal.count * 30 / 48_000 {
-                let timeline = start + UInt64(k) * 1_000_000 / 30
-                if let after = frameArrival(k) { frames.append((UInt64(Int64(timeline) + Int64(after * 1000)), timeline)) }
+                let media = start + UInt64(k) * 1_000_000 / 30
+                if let after = frameArrival(k) { frames.append((UInt64(Int64(media) + Int64(after * 1000)), media)) }
             }
             frames.sort { $0.time < $1.time }
         }
@@ -66,14 +66,14 @@ final class AdaptivePlayoutTests: XCTestCase {
         let end = start + UInt64(signal.count / 48) * 1000
         while playout < end {
             while nextFrame < frames.count, frames[nextFrame].time <= playout - leadMicros {
-                run.playout.syncedFrameArrived(timelineMicros: frames[nextFrame].timeline, arrivalMicros: frames[nextFrame].time)
+                run.playout.syncedFrameArrived(mediaMicros: frames[nextFrame].media, arrivalMicros: frames[nextFrame].time)
                 nextFrame += 1
             }
             while next < arrivals.count, arrivals[next].time <= playout - leadMicros {
                 let k = arrivals[next].index
-                // The jitter buffer's timeline is the fastest path's: the media time itself here.
+                // Media time on the local clock's scale: a packet without delay arrives at its media time.
                 run.playout.packetArrived(mediaMicros: start + UInt64(k) * 20_000, arrivalMicros: arrivals[next].time)
-                run.playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), timelineMicros: start + UInt64(k) * 20_000)
+                run.playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), mediaMicros: start + UInt64(k) * 20_000)
                 next += 1
             }
             let block = run.playout.nextBlock(playoutMicros: playout)
@@ -104,15 +104,15 @@ final class AdaptivePlayoutTests: XCTestCase {
         let delays = settled.map { run.delays[$0] }.filter { $0 >= 0 }
         let delay = Self.median(delays)
         print("clean: target \(run.playout.statistics.targetDelayMicros) µs, delay p50 \(delay) µs, statistics \(run.playout.statistics)")
-        // Arrival delay 0.5 ms + one 10 ms block + 3 ms margin.
-        XCTAssertEqual(run.playout.statistics.targetDelayMicros, 13_500, accuracy: 1_000)
+        // After the fastest packets: one 10 ms block + 3 ms margin.
+        XCTAssertEqual(run.playout.statistics.targetDelayMicros, 13_000, accuracy: 1_000)
         XCTAssertLessThan(delay, 20_000, "the delay came down from its 80 ms start to the clean path's")
         XCTAssertEqual(run.playout.statistics.concealedSamples, 0)
         XCTAssertEqual(run.playout.statistics.lateChunks, 0)
         // Once settled, blocks play the received samples unchanged, from their own place.
         var unchanged = 0
         for index in settled where run.blocks[index].kind == .normal {
-            guard let time = run.blocks[index].timelineMicros else { continue }
+            guard let time = run.blocks[index].mediaMicros else { continue }
             let position = (Int(time - 10_000_000) * 48 + 999) / 1000
             if run.blocks[index].samples == Array(signal[position..<position + 480]) { unchanged += 1 }
         }
@@ -128,11 +128,11 @@ final class AdaptivePlayoutTests: XCTestCase {
         let delay = Self.median(settled.map { told.delays[$0] }.filter { $0 >= 0 })
         let concealed = { (run: Run) in Double(run.playout.statistics.concealedSamples) / Double(run.playout.statistics.playedSamples) }
         print("lead 40 ms: told → target \(told.playout.statistics.targetDelayMicros) µs, delay p50 \(delay) µs, concealed \(concealed(told)); untold → concealed \(concealed(untold)), late \(untold.playout.statistics.lateChunks)")
-        XCTAssertEqual(told.playout.statistics.targetDelayMicros, 53_500, accuracy: 1_000, "the clean path's 13.5 ms plus the lead")
-        XCTAssertEqual(Double(delay), 53_500, accuracy: 5_000)
+        XCTAssertEqual(told.playout.statistics.targetDelayMicros, 53_000, accuracy: 1_000, "the clean path's 13 ms plus the lead")
+        XCTAssertEqual(Double(delay), 53_000, accuracy: 5_000)
         XCTAssertEqual(told.playout.statistics.concealedSamples, 0)
         XCTAssertEqual(told.playout.statistics.lateChunks, 0)
-        // Not told, the playout would aim at 13.5 ms and find each block missing when taken.
+        // Not told, the playout would aim at 13 ms and find each block missing when taken.
         XCTAssertGreaterThan(concealed(untold), 0.02)
     }
 
@@ -140,7 +140,7 @@ final class AdaptivePlayoutTests: XCTestCase {
         let signal = Self.voice(seconds: 20, seed: 7)
         let settledTarget = { (run: Run) in Self.median(Self.blocks(after: 4, in: run).prefix(600).map { Int64(run.targets[$0]) }) }
         // Frames at 30/s that come 25 ms before their voice (which waits for its 20 ms packets):
-        // the next frame after any moment is there 8 ms after it, and the voice's own 13.5 ms is enough.
+        // the next frame after any moment is there 8 ms after it, and the voice's own 13 ms is enough.
         let prompt = Self.run(signal, frameArrival: { _ in -25 }, jitter: { _ in 0.5 })
         // One frame in five lost, the rest 10 ms after their voice: after each loss, every moment of
         // the gap is drawn towards the next frame, which comes 67 + 10 ms after the first of them.
@@ -154,12 +154,12 @@ final class AdaptivePlayoutTests: XCTestCase {
         let stopped = Self.run(signal, frameArrival: { k in k < 150 ? 40 : nil }, jitter: { _ in 0.5 })
         let stoppedEnd = Self.median(Self.blocks(after: 13, in: stopped).map { Int64(stopped.targets[$0]) })
         print("synced stream: prompt \(settledTarget(prompt)) µs, one in five lost \(settledTarget(lossy)) µs, 20 ms late \(settledTarget(tracked)) µs, 250 ms late \(settledTarget(late)) µs, stopped \(settledTarget(stopped)) → \(stoppedEnd) µs")
-        XCTAssertEqual(Double(settledTarget(prompt)), 13_500, accuracy: 1_000)
+        XCTAssertEqual(Double(settledTarget(prompt)), 13_000, accuracy: 1_000)
         XCTAssertEqual(Double(settledTarget(lossy)), 76_700, accuracy: 2_000)
         XCTAssertEqual(Double(settledTarget(tracked)), 20_000, accuracy: 1_500)
         XCTAssertEqual(settledTarget(late), 100_000)
         XCTAssertEqual(Double(settledTarget(stopped)), 40_000, accuracy: 1_500)
-        XCTAssertEqual(Double(stoppedEnd), 13_500, accuracy: 1_000)
+        XCTAssertEqual(Double(stoppedEnd), 13_000, accuracy: 1_000)
         for run in [prompt, lossy, tracked, late, stopped] {
             XCTAssertEqual(run.playout.statistics.lateChunks, 0)
         }
@@ -197,6 +197,31 @@ final class AdaptivePlayoutTests: XCTestCase {
         print("faster path: target \(target) µs, delay \(delay) µs 3 s after the change")
         XCTAssertLessThan(target, 30_000, "the target came back to the clean path's")
         XCTAssertLessThan(delay, 30_000)
+    }
+
+    func testTheVoiceIsTimedByTheFastestPacketsNotByTheFirst() {
+        // A path of 150–250 ms whose first packets came 400 ms late (queued behind a slow
+        // handshake) and then in a burst: the voice plays a quantile of the jitter after the
+        // fastest packets, as if the start had been clean.
+        let signal = Self.voice(seconds: 10, seed: 17)
+        var random = SplitMix64(seed: 23)
+        let run = Self.run(signal, jitter: { k in
+            let draw = Double(random.next() >> 11) / Double(1 << 53)
+            return k < 10 ? 400 : 150 + 100 * draw
+        })
+        let settled = Self.blocks(after: 5, in: run)
+        // From the sample's media time (sent, here) to the output: the path's delay plus the playout's.
+        let sinceSent = Self.median(settled.compactMap { index in
+            run.blocks[index].mediaMicros.map { Int64(run.playoutTimes[index]) - Int64($0) }
+        })
+        let target = run.playout.statistics.targetDelayMicros
+        let anchor = run.playout.anchorMicros ?? 0
+        print("late first packets: fastest packets \(anchor) µs after sending, target \(target) µs after them, voice \(sinceSent) µs after sending; \(run.playout.statistics)")
+        XCTAssertEqual(Double(anchor), 150_000, accuracy: 5_000, "the timeline is the fastest packets'")
+        XCTAssertEqual(Double(target), 113_000, accuracy: 10_000, "the jitter's 99th percentile, a block and the margin")
+        XCTAssertLessThan(sinceSent, 290_000, "the voice plays soon after its slowest packets, not after the late first ones")
+        // The first second plays at the initial 80 ms, below this path's 100 ms of jitter.
+        XCTAssertLessThan(Double(run.playout.statistics.lateChunks) / Double(run.playout.statistics.chunks), 0.02)
     }
 
     func testStretchingKeepsTheWaveContinuous() {
