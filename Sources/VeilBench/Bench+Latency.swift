@@ -55,6 +55,11 @@ struct LatencyBenchmark {
         var chunks = 0, lateChunks = 0
         var concealedSeconds = 0.0, stretchedSeconds = 0.0
         var targetDelayMillis: Double?
+        /// With a camera: the frames of the condition that tracking failed on (not sent; nil in
+        /// runs saved before this was counted).
+        var framesUntracked: Int?
+        /// With a camera: the frames of the condition tracked and sent.
+        var framesTracked: Int?
 
         /// The `p`th percentile (0…100) of the mouth-to-ear delays, interpolated; nil when none was heard.
         func mouthToEarPercentile(_ p: Double) -> Double? {
@@ -73,6 +78,8 @@ struct LatencyBenchmark {
         let frames = Mutex<[ReceivedExpressionFrame]>([])
         /// (shown at, source time on the sender's connection clock) of each data picture.
         let pictures = Mutex<[(shown: UInt64, source: UInt64)]>([])
+        /// (taken at, tracked) of each camera frame.
+        let filmed = Mutex<[(taken: UInt64, tracked: Bool)]>([])
         let running = Mutex(true)
     }
 
@@ -135,6 +142,7 @@ struct LatencyBenchmark {
         let onsets = Self.onsets(in: recorder.heard.withLock { $0 })
         let heard = recorder.heard.withLock { $0 }
         let pictures = recorder.pictures.withLock { $0 }
+        let filmed = recorder.filmed.withLock { $0 }
 
         var results: [Result] = []
         for window in windows {
@@ -169,6 +177,11 @@ struct LatencyBenchmark {
             result.stretchedSeconds = Double(window.after.acceleratedSamples - window.before.acceleratedSamples
                                              + window.after.expandedSamples - window.before.expandedSamples) / 48_000
             result.targetDelayMillis = Double(window.after.targetDelayMicros) / 1000
+            if camera != nil {
+                let frames = filmed.filter { $0.taken >= window.from && $0.taken < window.to }
+                result.framesTracked = frames.filter(\.tracked).count
+                result.framesUntracked = frames.count - (result.framesTracked ?? 0)
+            }
             results.append(result)
         }
         _ = loop
@@ -233,13 +246,16 @@ struct LatencyBenchmark {
     }
 
     /// Alice's camera: 30 frames/s, stamped when taken, tracked (or a moving jaw without a camera).
+    /// A frame tracking fails on is counted and not sent, as a call would not send it.
     private static func film(_ alice: PeerConnection, camera: Camera?, recorder: Recorder) {
         var sequence: UInt32 = 0
         var next = alice.mediaTimeMicros
         while recorder.running.withLock({ $0 }) {
             let now = alice.mediaTimeMicros
-            if let frame = camera?.frame(Int(sequence), capturedAt: now) {
-                alice.send(frame)
+            if let camera {
+                let frame = camera.frame(Int(sequence), capturedAt: now)
+                if let frame { alice.send(frame) }
+                recorder.filmed.withLock { $0.append((now, frame != nil)) }
             } else {
                 var expression = VeilCore.Expression()
                 expression[.jawOpen] = Float(0.5 + 0.5 * sin(Double(now) / 150_000))

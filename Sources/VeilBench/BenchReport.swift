@@ -588,6 +588,11 @@ extension BenchReport {
                             : "Capture → avatar is the age of each picture drawn (30/s), without a tracker (frames made at capture)."))
             lines.append("")
             if let reason = veilSkipped { lines.append("Veil not measured: \(reason)."); lines.append("") }
+            let untracked = veil.compactMap(\.framesUntracked).reduce(0, +), tracked = veil.compactMap(\.framesTracked).reduce(0, +)
+            if untracked > 0 {
+                lines.append("Tracking failed on \(untracked) of the sender's \(untracked + tracked) camera frames; those were not sent.")
+                lines.append("")
+            }
             if let reason = chromiumSkipped { lines.append("Chromium not measured: \(reason)."); lines.append("") }
             lines.append("| condition | Veil mouth→ear p50 / p95 | Chromium p50 / p95 | Veil ÷ Chromium (p50) | Veil capture→avatar p50 / p95 | "
                          + "lip-sync p5 / p50 / p95 (in window) | late packets Veil / Chromium | concealed s/min Veil / Chromium | stretched s/min (Veil) | target delay Veil / NetEq |")
