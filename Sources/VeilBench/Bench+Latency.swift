@@ -179,8 +179,9 @@ struct LatencyBenchmark {
             result.targetDelayMillis = Double(window.after.targetDelayMicros) / 1000
             if camera != nil {
                 let frames = filmed.filter { $0.taken >= window.from && $0.taken < window.to }
-                result.framesTracked = frames.filter(\.tracked).count
-                result.framesUntracked = frames.count - (result.framesTracked ?? 0)
+                let tracked = frames.filter(\.tracked).count
+                result.framesTracked = tracked
+                result.framesUntracked = frames.count - tracked
             }
             results.append(result)
         }

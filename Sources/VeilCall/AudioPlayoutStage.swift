@@ -155,8 +155,8 @@ final class AudioPlayoutStage: Sendable {
     /// out (µs, latest packet): where it anchored itself, against the fastest packets.
     var jitterBufferLagMicros: Int64? { state.withLock { $0.jitterBufferLagMicros } }
 
-    /// The delay of the last block played from data (µs): from the jitter buffer's output
-    /// timestamp to the time it is heard. Nil before the first block played.
+    /// The delay of the last block played from data (µs): from its place on the playout's timeline
+    /// to the time it is heard. Nil before the first block played.
     var delayMicros: UInt64? { state.withLock { $0.playout.statistics.currentDelayMicros }.nonZero }
 
     /// Stops the playout thread (waits up to a second for it). Idempotent.

@@ -76,6 +76,14 @@ func setUInt64(_ object: gpointer, _ property: String, _ value: UInt64) {
     g_value_unset(&gvalue)
 }
 
+/// The RTP timestamp of an RTP packet; nil for a buffer that is not one.
+func rtpTimestamp(of buffer: UnsafeMutablePointer<GstBuffer>) -> UInt32? {
+    var rtp = GstRTPBuffer()
+    guard gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp) != 0 else { return nil }
+    defer { gst_rtp_buffer_unmap(&rtp) }
+    return gst_rtp_buffer_get_timestamp(&rtp)
+}
+
 /// The factory name of an element ("rtpsession", "nicesrc", …), or "".
 func factoryName(_ element: UnsafeMutablePointer<GstElement>) -> String {
     guard let factory = gst_element_get_factory(element) else { return "" }

@@ -130,11 +130,8 @@ extension PeerConnection {
                 shared.counters.rtpPacketsReceived += 1
                 shared.lastMediaMicros = now
             }
-            var rtp = GstRTPBuffer()
             guard let local = self.graph.mediaTimeMicros(pts: buffer.pointee.pts, pad: pad),
-                  gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp) != 0 else { return GST_PAD_PROBE_OK }
-            let timestamp = gst_rtp_buffer_get_timestamp(&rtp)
-            gst_rtp_buffer_unmap(&rtp)
+                  let timestamp = rtpTimestamp(of: buffer) else { return GST_PAD_PROBE_OK }
             let sender = gst_buffer_get_reference_timestamp_meta(buffer, CallGStreamer.ntpReferenceCaps).map { UInt64($0.pointee.timestamp) / 1000 }
             self.playout.packetLeftJitterBuffer(rtpTimestamp: timestamp, timestampMicros: local, senderMicros: sender)
             return GST_PAD_PROBE_OK
@@ -190,11 +187,9 @@ extension PeerConnection {
         guard let pad = gst_element_get_static_pad(jitterBuffer, "sink") else { return }
         defer { gst_object_unref(gpointerOf(pad)) }
         addProbe(pad, GST_PAD_PROBE_TYPE_BUFFER) { [weak self] _, info in
-            guard let self, let buffer = gst_pad_probe_info_get_buffer(info) else { return GST_PAD_PROBE_OK }
-            var rtp = GstRTPBuffer()
-            guard gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp) != 0 else { return GST_PAD_PROBE_OK }
-            let timestamp = gst_rtp_buffer_get_timestamp(&rtp)
-            gst_rtp_buffer_unmap(&rtp)
+            guard let self, let buffer = gst_pad_probe_info_get_buffer(info), let timestamp = rtpTimestamp(of: buffer) else {
+                return GST_PAD_PROBE_OK
+            }
             self.playout.packetArrived(rtpTimestamp: timestamp, arrivalMicros: UInt64(g_get_monotonic_time()))
             return GST_PAD_PROBE_OK
         }

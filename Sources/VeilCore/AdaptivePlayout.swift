@@ -25,9 +25,9 @@
 ///   how far the delay the next sample would get lies from the target. Too late: a block consumes
 ///   one pitch period more than it plays (*accelerate*, the period removed by cross-fading two
 ///   similar periods), or skips up to a block of near-silence; more than 100 ms too late (the
-///   start after a burst, a path that got much faster), the excess is skipped at once. Too early: it plays one period more
-///   than it consumes (*expand*, the last period repeated by a cross-fade). The voice's pitch is
-///   untouched, and a change in delay spreads over many blocks.
+///   start after a burst, a path that got much faster), the excess is skipped at once. Too early:
+///   it plays one period more than it consumes (*expand*, the last period repeated by a
+///   cross-fade). The voice's pitch is untouched, and a change in delay spreads over many blocks.
 /// - **Nothing to play.** When the next samples have not arrived, the block repeats the last pitch
 ///   period, fading out (*conceal*), and the voice stays where it was: the delay grows by a block,
 ///   and acceleration brings it back. The chunk that was waited for counts as late.
@@ -366,10 +366,13 @@ public struct AdaptivePlayout: Sendable {
         guard let origin = originMicros, let anchor = anchorMicros else {
             return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
         }
-        var readMedia = micros(ofPosition: bufferStart + Int64(read), origin: origin)
-        var readMicros = UInt64(bitPattern: Int64(bitPattern: readMedia) &+ anchor)
-        var error = Int64(bitPattern: playoutMicros &- readMicros) - Int64(target)
-        var available = buffer.count - read
+        // The next sample to play: its media and timeline times, and how much later than the target it would play.
+        func reading() -> (media: UInt64, timeline: UInt64, error: Int64) {
+            let media = micros(ofPosition: bufferStart + Int64(read), origin: origin)
+            let timeline = UInt64(bitPattern: Int64(bitPattern: media) &+ anchor)
+            return (media, timeline, Int64(bitPattern: playoutMicros &- timeline) - Int64(target))
+        }
+        var (readMedia, readMicros, error) = reading()
         if !playing {
             // (Re)start: wait in silence until the first sample would play at the target delay,
             // and the first packets have shown where the fastest ones stand.
@@ -379,20 +382,18 @@ public struct AdaptivePlayout: Sendable {
             }
             // Later than the target already (stale audio at the start): what nobody has heard yet
             // is left out, so that the first block plays at the target.
-            let stale = min(Int(error * rate / 1_000_000), available - blockSamples)
+            let stale = min(Int(error * rate / 1_000_000), buffer.count - read - blockSamples)
             if stale > 0 {
                 read += stale
                 statistics.droppedSamples += stale
-                readMedia = micros(ofPosition: bufferStart + Int64(read), origin: origin)
-                readMicros = UInt64(bitPattern: Int64(bitPattern: readMedia) &+ anchor)
-                error = Int64(bitPattern: playoutMicros &- readMicros) - Int64(target)
-                available = buffer.count - read
+                (readMedia, readMicros, error) = reading()
             }
             playing = true
             history = []
         }
         statistics.playedSamples += blockSamples
         let block: Block
+        let available = buffer.count - read
         if available < blockSamples {
             block = conceal()
         } else {

@@ -42,10 +42,10 @@ final class DelayTests: XCTestCase {
         /// picture's source time), from the audio buffers as played (their sender times come
         /// from the same RTCP mapping): p5, p50, p95, in ms. Positive: the voice is ahead of the mouth.
         var leadP5Millis = Double.nan, leadP50Millis = Double.nan, leadP95Millis = Double.nan
-        /// The voice's playout at the end (alice): its target after the fastest packets, and how
-        /// much later than those the RTP jitter buffer stamps its packets (ms).
-        var playoutTargetMillis = Double.nan, jitterBufferLagMillis = Double.nan
-        /// What the playout did over the whole call.
+        /// How much later than the fastest packets the RTP jitter buffer stamps its packets at the
+        /// end (alice, ms).
+        var jitterBufferLagMillis = Double.nan
+        /// What alice's playout did over the whole call, and its target at the end.
         var playout = AdaptivePlayout.Statistics()
     }
 
@@ -184,7 +184,6 @@ final class DelayTests: XCTestCase {
         result.relayed = relay.counts.bToA  // the whole call, handshakes included
 
         result.pictures = LossTests.measurement(loss: setting.loss, of: filmed, pair: pair)
-        result.playoutTargetMillis = Double(alice.playoutStatistics.targetDelayMicros) / 1000
         result.jitterBufferLagMillis = Double(alice.playout.jitterBufferLagMicros ?? 0) / 1000
         result.playout = alice.playoutStatistics
         let leads = Self.audioLeads(filmed.pictures, heard: filmed.heard)
@@ -235,7 +234,7 @@ final class DelayTests: XCTestCase {
             ("picture delay p50 1st/2nd half", { "\(number($0.pictures.delayFirstHalfMillis))/\(number($0.pictures.delaySecondHalfMillis)) ms" }),
             ("picture delay added vs 0 ms", { "+\(number($0.pictures.delaySecondHalfMillis - base)) ms" }),
             ("mouth-to-ear p50", { "\(number($0.pictures.mouthToEarPLCMillis)) ms" }),
-            ("voice delay after the fastest packets / target", { "\(number($0.pictures.latencyPLCMillis)) / \(number($0.playoutTargetMillis)) ms" }),
+            ("voice delay after the fastest packets / target", { "\(number($0.pictures.latencyPLCMillis)) / \(number(Double($0.playout.targetDelayMicros) / 1000)) ms" }),
             ("RTP jitter buffer's timestamps after the fastest packets", { "\(number($0.jitterBufferLagMillis)) ms" }),
             ("playout: late chunks / concealed / stretched (whole call)", {
                 let p = $0.playout, seconds = { (samples: Int) in number(Double(samples) / 48_000, 2) }
