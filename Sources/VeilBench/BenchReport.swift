@@ -603,8 +603,10 @@ extension BenchReport {
                 lines.append(row(condition, veil: v, chromium: c))
             }
             lines.append("")
-            lines.append("Late packets: Veil counts a packet late when its audio had to be concealed before it came; Chromium's "
-                         + "figure is inbound-rtp `packetsDiscarded` (NetEq's packets that came too late). Targets are at each condition's end.")
+            lines.append("Late packets: Veil counts a received packet late when its audio reached the playout after its playout time "
+                         + "at the target delay (audio made up for a lost packet is no packet: when it comes after its time, the playout's "
+                         + "own concealment shows it); Chromium's figure is inbound-rtp `packetsDiscarded` (NetEq's packets that came too "
+                         + "late). Targets are at each condition's end.")
             return lines
         }
 

@@ -28,9 +28,8 @@ final class AudioPlayoutStage: Sendable {
         /// From taking a block to hearing it: the output's own latency (0 for a callback that
         /// is called at the block's playout time).
         var leadMicros: @Sendable () -> UInt64
-        /// Called about once a second with how long after its own output timestamp the RTP jitter
-        /// buffer may wait for a missing packet before the packets behind it come too late for
-        /// the playout (µs; may be negative).
+        /// Called about once a second with how long the RTP jitter buffer may wait for a missing
+        /// packet before the packets behind it come too late for the playout (µs, 2…400 ms).
         var retune: @Sendable (Int64) -> Void
     }
 
@@ -46,6 +45,8 @@ final class AudioPlayoutStage: Sendable {
         var senderToMedia: PlayoutMapping?
         /// The jitter buffer's output timestamp minus the playout's timeline time, latest packet (µs).
         var jitterBufferLagMicros: Int64?
+        /// The wait for a missing packet the jitter buffer was last given (µs).
+        var jitterBufferWaitMicros: UInt64
     }
 
     /// RTP timestamps (48 kHz, 32 bits) unwrapped to media time in µs: each one by the signed step
@@ -64,12 +65,16 @@ final class AudioPlayoutStage: Sendable {
     private static let departuresKept = 128
 
     static let blockMicros: UInt64 = 10_000
+    /// The least and most the jitter buffer is told to wait for a missing packet (µs).
+    static let leastWaitMicros: Int64 = 2_000, mostWaitMicros: Int64 = 400_000
 
     private let state: Mutex<State>
     private let finished = DispatchSemaphore(value: 0)
 
-    init(configuration: AdaptivePlayout.Configuration) {
-        state = Mutex(State(playout: AdaptivePlayout(configuration: configuration)))
+    /// `jitterBufferWaitMicros`: the RTP jitter buffer's wait for a missing packet until the
+    /// playout first retunes it (its `latency` as created).
+    init(configuration: AdaptivePlayout.Configuration, jitterBufferWaitMicros: UInt64) {
+        state = Mutex(State(playout: AdaptivePlayout(configuration: configuration), jitterBufferWaitMicros: jitterBufferWaitMicros))
     }
 
     /// Where blocks go; set once, before the first chunk is inserted.
@@ -121,7 +126,14 @@ final class AudioPlayoutStage: Sendable {
             let distance = { (departure: (timestampMicros: UInt64, mediaMicros: UInt64)) in Int64(bitPattern: departure.timestampMicros &- timestampMicros).magnitude }
             guard let nearest = state.departures.min(by: { distance($0) < distance($1) }) else { return false }
             let media = UInt64(bitPattern: Int64(bitPattern: nearest.mediaMicros) &+ Int64(bitPattern: timestampMicros &- nearest.timestampMicros))
-            state.playout.insert(samples, mediaMicros: media)
+            // A chunk at no packet's timestamp is audio the decoder made up for a lost one.
+            let madeUp = nearest.timestampMicros != timestampMicros
+            let now = Self.now()
+            state.playout.insert(samples, mediaMicros: media, arrivalMicros: now, madeUpUpstream: madeUp)
+            if madeUp {
+                state.playout.upstreamConcealed(mediaMicros: media, durationMicros: UInt64(samples.count) * 1_000_000 / 48_000,
+                                                arrivalMicros: now, waitMicros: state.jitterBufferWaitMicros)
+            }
             defer { state.threadStarted = true }
             return !state.threadStarted
         }
@@ -183,14 +195,21 @@ final class AudioPlayoutStage: Sendable {
                 let block = state.playout.nextBlock(playoutMicros: playoutMicros)
                 // A block is taken `lead` before it is heard and needs the chunk after its start, so a
                 // chunk is due at its timeline time plus the target, less the lead and a block;
-                // the jitter buffer stamps it `lag` later, and decoding wants a few ms.
+                // the jitter buffer declares a packet lost that much after the timeline, before its
+                // wait (measured from the audio made up for lost ones; its timestamps' lag until
+                // a loss was seen), and decoding wants a few ms.
                 let due = Int64(state.playout.statistics.targetDelayMicros) - Int64(lead) - Int64(Self.blockMicros)
-                return (block, due - (state.jitterBufferLagMicros ?? 0) - 5_000)
+                let declaration = state.playout.upstreamDeclarationMicros ?? state.jitterBufferLagMicros ?? 0
+                let wait = min(max(due - declaration - 5_000, Self.leastWaitMicros), Self.mostWaitMicros)
+                return (block, wait)
             }
             guard let (block, wait) = taken else { return }
             output.deliver(block, playoutMicros)
             blocks += 1
-            if blocks % 100 == 0 { output.retune(wait) }
+            if blocks % 100 == 0 {
+                output.retune(wait)
+                state.withLock { $0.jitterBufferWaitMicros = UInt64(wait) }
+            }
             next += Self.blockMicros
             // Far behind (the machine stalled this thread): resume from now rather than
             // bursting blocks out; the playout conceals what the stall cost.

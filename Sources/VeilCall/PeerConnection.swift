@@ -164,7 +164,8 @@ public final class PeerConnection: @unchecked Sendable {
         (expressionFrames, frameSink) = AsyncStream.makeStream(of: ReceivedExpressionFrame.self, bufferingPolicy: .bufferingNewest(64))
         (outgoingLevels, levelSink) = AsyncStream.makeStream(of: AudioLevel.self, bufferingPolicy: .bufferingNewest(256))
         let clock = ConnectionClock.random(at: UInt64(g_get_monotonic_time()))
-        playout = AudioPlayoutStage(configuration: AdaptivePlayout.Configuration(fixedDelayMicros: configuration.playoutDelayMillis.map { UInt64($0) * 1000 }))
+        playout = AudioPlayoutStage(configuration: AdaptivePlayout.Configuration(fixedDelayMicros: configuration.playoutDelayMillis.map { UInt64($0) * 1000 }),
+                                    jitterBufferWaitMicros: UInt64(configuration.jitterBufferMillis) * 1000)
         graph = try loop.sync { [configuration] in try PeerGraph(input: audioSource, configuration: configuration, clock: clock) }
         playout.connect(playoutOutput())
         do {

@@ -21,6 +21,16 @@
 ///   frames come later than that (mostly after lost frames), the target is raised to the 95th
 ///   percentile of the delay they needed (`syncedFrameArrived`), at most
 ///   `syncedStreamCeilingMicros`: the voice waits a little for the face, never long.
+/// - **Losses declared upstream.** An RTP jitter buffer in front of the playout holds the packets
+///   behind a missing one until it declares it lost, and only then does the decoder make up audio
+///   for it and let the rest through. When that is, the jitter buffer's timers decide (they count
+///   from its own timestamps, which follow the slower packets of a jittery path), so the playout
+///   measures it: how long after the timeline time of the first packet it held the made-up audio
+///   came, less the wait the jitter buffer was given then (`upstreamConcealed`). While the path
+///   loses packets, the target covers the 95th percentile of that, the least wait, decoding and a
+///   block (`upstreamLossFloorMicros`), so that the packets held behind a loss do not come after
+///   their place was played. On a clean path a loss is declared when the next packet comes, which
+///   asks for nothing more; a path that loses nothing pays nothing.
 /// - **Playout.** The output takes one block (10 ms) at a time at the device's pace. Its error is
 ///   how far the delay the next sample would get lies from the target. Too late: a block consumes
 ///   one pitch period more than it plays (*accelerate*, the period removed by cross-fading two
@@ -30,7 +40,7 @@
 ///   cross-fade). The voice's pitch is untouched, and a change in delay spreads over many blocks.
 /// - **Nothing to play.** When the next samples have not arrived, the block repeats the last pitch
 ///   period, fading out (*conceal*), and the voice stays where it was: the delay grows by a block,
-///   and acceleration brings it back. The chunk that was waited for counts as late.
+///   and acceleration brings it back. A chunk that comes after its playout time counts as late.
 ///
 /// Times are microseconds of one monotonic clock; samples are mono floats at `sampleRate`. Not
 /// thread-safe: the owner serialises `insert` and `nextBlock`.
@@ -59,6 +69,9 @@ public struct AdaptivePlayout: Sendable {
         /// a later voice than from a picture held for a frame (the 100 ms Veil's voice once
         /// waited on every path).
         public var syncedStreamCeilingMicros: UInt64 = 100_000
+        /// Besides the declaration delay measured (`upstreamConcealed`): the least wait an upstream
+        /// jitter buffer is given for a missing packet (2 ms) and a margin for decoding (5 ms).
+        public var upstreamWaitAndDecodeMicros: UInt64 = 7_000
 
         public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil) {
             self.sampleRate = sampleRate
@@ -77,7 +90,8 @@ public struct AdaptivePlayout: Sendable {
         /// The delay of the last block played from data: its playout time minus its first sample's
         /// timeline time (µs), that is the time since the fastest packets would have brought it.
         public var currentDelayMicros: UInt64 = 0
-        /// Chunks inserted, and those that came after their time had been concealed.
+        /// Chunks of received packets inserted, and those that came after their playout time at the
+        /// target (audio made up upstream for lost packets is in neither).
         public var chunks = 0, lateChunks = 0
         /// Samples handed out (blocks × block size), silence before the first chunk excluded.
         public var playedSamples = 0
@@ -139,6 +153,11 @@ public struct AdaptivePlayout: Sendable {
     /// (`syncedFrameArrived`).
     private var syncedNeeds: SlidingPercentile
     private var lastSyncedMediaMicros: UInt64?
+    /// The buffer target of the last block for which enough arrivals were known (µs).
+    private var lastMeasuredTargetMicros: UInt64?
+    /// How long after its timeline time audio made up upstream for a lost packet came, less the
+    /// upstream wait then (ms, `upstreamConcealed`).
+    private var upstreamDeclarations: SlidingPercentile
     /// The intervals between a synced stream's frames (ms): their median is the stream's usual one.
     private var syncedIntervals: SlidingPercentile
     /// Arrival minus media time of the first packet (µs): what `arrivalDelays` count from.
@@ -163,8 +182,6 @@ public struct AdaptivePlayout: Sendable {
     /// Concealment in progress: its period, gain, and position within the period.
     private var concealPeriod = 240, concealGain: Float = 1, concealPhase = 0
     private var concealing = false
-    /// Whether the chunk that ends the current concealment was counted late.
-    private var waitedChunkCounted = false
     /// Consecutive concealed blocks (a long silence restarts the playout).
     private var concealedBlocks = 0
     /// Blocks since the last acceleration of speech (speech is accelerated at most every other block).
@@ -176,6 +193,7 @@ public struct AdaptivePlayout: Sendable {
         allArrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
         syncedNeeds = SlidingPercentile(seconds: configuration.windowSeconds)
         syncedIntervals = SlidingPercentile(seconds: configuration.windowSeconds)
+        upstreamDeclarations = SlidingPercentile(seconds: configuration.windowSeconds)
         statistics.targetDelayMicros = targetDelayMicros
     }
 
@@ -218,13 +236,44 @@ public struct AdaptivePlayout: Sendable {
         if let fixed = configuration.fixedDelayMicros { return fixed }
         guard arrivalDelays.count >= 25, let fastest = allArrivalDelays.value(at: 0),
               let slow = arrivalDelays.value(at: configuration.quantile) else {
-            return configuration.initialDelayMicros
+            // Before the first arrivals are known, or while they are measured again after the path
+            // got faster: the last target measured, so that a jittery path is not met unprepared.
+            return lastMeasuredTargetMicros ?? configuration.initialDelayMicros
         }
         let quantile = slow - fastest
         // A block straddling two chunks needs the later one: one block more than the arrival delay.
         let block = UInt64(blockSamples) * 1_000_000 / UInt64(rate)
-        let target = max(UInt64(max(Double(quantile), 0) * 1000) + block + configuration.marginMicros, syncedStreamFloorMicros)
+        let target = max(UInt64(max(Double(quantile), 0) * 1000) + block + configuration.marginMicros, syncedStreamFloorMicros,
+                         upstreamLossFloorMicros)
         return min(max(target, configuration.minimumDelayMicros), configuration.maximumDelayMicros)
+    }
+
+    /// What losses declared upstream ask of the voice's delay (µs): the declaration delay, the
+    /// least wait and decoding, and a block (the block that straddles the end of the made-up audio
+    /// needs the packet after it); 0 when no audio was made up upstream within the window.
+    private var upstreamLossFloorMicros: UInt64 {
+        guard let declaration = upstreamDeclarationMicros else { return 0 }
+        let block = UInt64(blockSamples) * 1_000_000 / UInt64(rate)
+        return UInt64(max(declaration, 0)) + configuration.upstreamWaitAndDecodeMicros + block
+    }
+
+    /// How long after the timeline time of the packet that follows a lost one an upstream jitter
+    /// buffer declares the loss, before the wait it is given (µs, 95th percentile of the window);
+    /// nil when nothing was declared lost within the window.
+    public var upstreamDeclarationMicros: Int64? {
+        upstreamDeclarations.value(at: 0.95).map { Int64((Double($0) * 1000).rounded()) }
+    }
+
+    /// Audio made up upstream for lost packets, from media time `mediaMicros` for `durationMicros`,
+    /// arrived at `arrivalMicros`; the upstream jitter buffer had been told to wait `waitMicros`
+    /// for a missing packet. The packets it held behind the loss come with it: the first of them
+    /// starts where the made-up audio ends, so the declaration is counted from there. Ignored in a
+    /// stream's first second (what queued while the connection came up is not the path).
+    public mutating func upstreamConcealed(mediaMicros: UInt64, durationMicros: UInt64, arrivalMicros: UInt64, waitMicros: UInt64) {
+        guard let timeline = timelineMicros(ofMediaMicros: mediaMicros &+ durationMicros),
+              let first = firstArrivalMicros, arrivalMicros &- first >= 1_000_000 else { return }
+        let declaration = Int64(bitPattern: arrivalMicros &- timeline) - Int64(waitMicros)
+        upstreamDeclarations.add(Float(Double(declaration) / 1000), at: Double(arrivalMicros) / 1_000_000)
     }
 
     /// What the synced stream asks of the voice's delay (µs): 0 until 10 of its frames are known.
@@ -287,6 +336,7 @@ public struct AdaptivePlayout: Sendable {
             // the old, slower path and would read as jitter. Start the measurement over.
             arrivalDelays.removeAll()
             allArrivalDelays.removeAll()
+            upstreamDeclarations.removeAll()
         }
         allArrivalDelays.add(relative, at: seconds)
         guard arrivalMicros &- first >= 1_000_000 else { return }
@@ -294,10 +344,23 @@ public struct AdaptivePlayout: Sendable {
     }
 
     /// A decoded chunk: `samples` whose first one is at media time `mediaMicros` (its RTP timestamp
-    /// in µs, on `packetArrived`'s scale).
-    public mutating func insert(_ samples: [Float], mediaMicros: UInt64) {
+    /// in µs, on `packetArrived`'s scale), here at `arrivalMicros`. It is late when it came after
+    /// its first sample's playout time at the target (its timeline time plus the target, less the
+    /// output's lead: when the output takes it).
+    ///
+    /// `madeUpUpstream`: audio the decoder made up for a lost packet (`upstreamConcealed`). It is
+    /// played like any other, but counted neither as a chunk nor as late: it is no packet (late
+    /// packets are what NetEq counts as discarded); when it comes after its time, the playout's own
+    /// concealment shows it.
+    public mutating func insert(_ samples: [Float], mediaMicros: UInt64, arrivalMicros: UInt64, madeUpUpstream: Bool = false) {
         guard !samples.isEmpty else { return }
-        statistics.chunks += 1
+        if !madeUpUpstream {
+            statistics.chunks += 1
+            if playing, let timeline = timelineMicros(ofMediaMicros: mediaMicros),
+               Int64(bitPattern: arrivalMicros &- timeline) > Int64(bufferTargetMicros) {
+                statistics.lateChunks += 1
+            }
+        }
         guard let origin = originMicros else {
             originMicros = mediaMicros
             bufferStart = 0
@@ -312,11 +375,6 @@ public struct AdaptivePlayout: Sendable {
             // Half a second missing: the stream paused (or the timeline moved); start over.
             restart(at: mediaMicros, with: samples)
             return
-        }
-        if concealing, !waitedChunkCounted {
-            // The chunk the concealment waited for.
-            statistics.lateChunks += 1
-            waitedChunkCounted = true
         }
         if start > end + tolerance {
             // A gap the decoder did not conceal: filled with silence, to keep the timeline.
@@ -361,8 +419,10 @@ public struct AdaptivePlayout: Sendable {
     public mutating func nextBlock(playoutMicros: UInt64) -> Block {
         // A synced stream that stopped (the sender's camera is off) stops holding the voice back.
         syncedNeeds.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
+        upstreamDeclarations.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
         let target = targetDelayMicros
         statistics.targetDelayMicros = target
+        if arrivalDelays.count >= 25, configuration.fixedDelayMicros == nil { lastMeasuredTargetMicros = bufferTargetMicros }
         guard let origin = originMicros, let anchor = anchorMicros else {
             return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
         }
@@ -516,7 +576,6 @@ public struct AdaptivePlayout: Sendable {
     private mutating func conceal() -> Block {
         if !concealing {
             concealing = true
-            waitedChunkCounted = false
             concealGain = 1
             concealPhase = 0
             let recent = history.suffix(2 * longestPeriod)

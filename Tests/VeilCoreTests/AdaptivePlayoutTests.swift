@@ -73,7 +73,7 @@ final class AdaptivePlayoutTests: XCTestCase {
                 let k = arrivals[next].index
                 // Media time on the local clock's scale: a packet without delay arrives at its media time.
                 run.playout.packetArrived(mediaMicros: start + UInt64(k) * 20_000, arrivalMicros: arrivals[next].time)
-                run.playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), mediaMicros: start + UInt64(k) * 20_000)
+                run.playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), mediaMicros: start + UInt64(k) * 20_000, arrivalMicros: arrivals[next].time)
                 next += 1
             }
             let block = run.playout.nextBlock(playoutMicros: playout)
@@ -283,5 +283,80 @@ final class AdaptivePlayoutTests: XCTestCase {
         // The concealment lasted at most about a second, then silence.
         XCTAssertLessThanOrEqual(run.playout.statistics.concealedSamples, 48_000 + 480)
         XCTAssertGreaterThan(run.playout.statistics.concealedSamples, 0)
+    }
+
+    /// A path with 0–40 ms of jitter (in order) that loses one packet in twenty for its first 12 s
+    /// and none after, behind an upstream jitter buffer that holds the packets after a lost one
+    /// until it declares the loss 90 ms after the lost packet's timeline time (its 2 ms wait
+    /// included), then lets through audio made up for it and the packets it held (as GStreamer's
+    /// RTP jitter buffer does).
+    /// Returns the playout after 24 s, its targets 6–12 s and 20–24 s in, and the late chunks of
+    /// the lossy part.
+    static func runBehindUpstreamLosses(reporting: Bool) -> (playout: AdaptivePlayout, lossyTarget: Int64, cleanTarget: Int64, lossyLate: Int) {
+        let signal = voice(seconds: 24, seed: 29)
+        var random = SplitMix64(seed: 31)
+        let start: UInt64 = 10_000_000, chunk = 960, declaration: UInt64 = 90_000, wait: UInt64 = 2_000
+        // (time the chunk reaches the playout, index, made up upstream); arrivals at the jitter buffer.
+        var releases: [(time: UInt64, k: Int, madeUp: Bool)] = []
+        var arrivals: [(time: UInt64, k: Int)] = []
+        var previousArrival: UInt64 = 0, previousRelease: UInt64 = 0
+        for k in 0..<signal.count / chunk {
+            let media = start + UInt64(k) * 20_000
+            let lost = k < 600 && k % 20 == 7
+            if lost {
+                previousRelease = max(media + declaration, previousRelease)
+                releases.append((previousRelease, k, true))
+                continue
+            }
+            let draw = Double(random.next() >> 11) / Double(1 << 53)
+            let arrival = max(media + UInt64(40_000 * draw), previousArrival)
+            previousArrival = arrival
+            arrivals.append((arrival, k))
+            previousRelease = max(arrival, previousRelease)
+            releases.append((previousRelease, k, false))
+        }
+        var playout = AdaptivePlayout()
+        var nextArrival = 0, nextRelease = 0
+        var time = start + 5_000
+        var lossyTargets: [Int64] = [], cleanTargets: [Int64] = []
+        var lateAt12 = 0
+        while time < start + 24_000_000 {
+            while nextArrival < arrivals.count, arrivals[nextArrival].time <= time {
+                playout.packetArrived(mediaMicros: start + UInt64(arrivals[nextArrival].k) * 20_000, arrivalMicros: arrivals[nextArrival].time)
+                nextArrival += 1
+            }
+            while nextRelease < releases.count, releases[nextRelease].time <= time {
+                let (released, k, madeUp) = releases[nextRelease]
+                let media = start + UInt64(k) * 20_000
+                playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), mediaMicros: media, arrivalMicros: released, madeUpUpstream: madeUp)
+                if madeUp, reporting { playout.upstreamConcealed(mediaMicros: media, durationMicros: 20_000, arrivalMicros: released, waitMicros: wait) }
+                nextRelease += 1
+            }
+            _ = playout.nextBlock(playoutMicros: time)
+            let seconds = Double(time - start) / 1_000_000
+            if seconds >= 6, seconds < 12 { lossyTargets.append(Int64(playout.statistics.targetDelayMicros)) }
+            if seconds >= 20 { cleanTargets.append(Int64(playout.statistics.targetDelayMicros)) }
+            if seconds < 12.2 { lateAt12 = playout.statistics.lateChunks }
+            time += 10_000
+        }
+        return (playout, median(lossyTargets), median(cleanTargets), lateAt12)
+    }
+
+    func testLossesDeclaredLateUpstreamAreCoveredWhileThePathLosesPackets() {
+        let unreported = Self.runBehindUpstreamLosses(reporting: false)
+        let reported = Self.runBehindUpstreamLosses(reporting: true)
+        let chunks = 570  // the lossy part's received packets
+        print("late upstream declarations: unreported target \(unreported.lossyTarget) µs, late \(unreported.lossyLate)/\(chunks); reported target \(reported.lossyTarget) µs, late \(reported.lossyLate)/\(chunks), declaration \(reported.playout.upstreamDeclarationMicros.map(String.init) ?? "none") µs; after the losses end \(reported.cleanTarget) µs")
+        // Without the reports the target covers only the jitter (40 ms + block + margin), and most
+        // losses make the packets held behind them late.
+        XCTAssertLessThan(unreported.lossyTarget, 60_000)
+        XCTAssertGreaterThan(unreported.lossyLate, 15)
+        // With them: the declaration (90 ms after the lost packet's timeline time: 68 ms after the
+        // next one's, less the 2 ms wait), wait and decoding, a block.
+        XCTAssertEqual(Double(reported.lossyTarget), 68_000 + 7_000 + 10_000, accuracy: 3_000)
+        XCTAssertLessThanOrEqual(reported.lossyLate, chunks / 100, "at most 1 % late")
+        // Losses over and forgotten (6 s window): the target is the jitter's again.
+        XCTAssertNil(reported.playout.upstreamDeclarationMicros)
+        XCTAssertLessThan(reported.cleanTarget, 60_000)
     }
 }
