@@ -29,8 +29,9 @@ final class AudioPlayoutStage: Sendable {
         /// is called at the block's playout time).
         var leadMicros: @Sendable () -> UInt64
         /// Called about once a second with how long the RTP jitter buffer may wait for a missing
-        /// packet before the packets behind it come too late for the playout (µs, 2…400 ms).
-        var retune: @Sendable (Int64) -> Void
+        /// packet before the packets behind it come too late for the playout (µs,
+        /// `AdaptivePlayout.upstreamWaitMicros`).
+        var retune: @Sendable (UInt64) -> Void
     }
 
     private struct State {
@@ -65,8 +66,6 @@ final class AudioPlayoutStage: Sendable {
     private static let departuresKept = 128
 
     static let blockMicros: UInt64 = 10_000
-    /// The least and most the jitter buffer is told to wait for a missing packet (µs).
-    static let leastWaitMicros: Int64 = 2_000, mostWaitMicros: Int64 = 400_000
 
     private let state: Mutex<State>
     private let finished = DispatchSemaphore(value: 0)
@@ -189,26 +188,22 @@ final class AudioPlayoutStage: Sendable {
             Self.sleep(until: next)
             let lead = output.leadMicros()
             let playoutMicros = next + lead
-            let taken = state.withLock { state -> (AdaptivePlayout.Block, Int64)? in
+            let taken = state.withLock { state -> AdaptivePlayout.Block? in
                 guard !state.stopping else { return nil }
                 state.playout.outputLeadMicros = lead
-                let block = state.playout.nextBlock(playoutMicros: playoutMicros)
-                // A block is taken `lead` before it is heard and needs the chunk after its start, so a
-                // chunk is due at its timeline time plus the target, less the lead and a block;
-                // the jitter buffer declares a packet lost that much after the timeline, before its
-                // wait (measured from the audio made up for lost ones; its timestamps' lag until
-                // a loss was seen), and decoding wants a few ms.
-                let due = Int64(state.playout.statistics.targetDelayMicros) - Int64(lead) - Int64(Self.blockMicros)
-                let declaration = state.playout.upstreamDeclarationMicros ?? state.jitterBufferLagMicros ?? 0
-                let wait = min(max(due - declaration - 5_000, Self.leastWaitMicros), Self.mostWaitMicros)
-                return (block, wait)
+                return state.playout.nextBlock(playoutMicros: playoutMicros)
             }
-            guard let (block, wait) = taken else { return }
+            guard let block = taken else { return }
             output.deliver(block, playoutMicros)
             blocks += 1
             if blocks % 100 == 0 {
+                // The jitter buffer's wait for a missing packet, so that the packets it holds behind one
+                // still come in time; kept, to tell the declaration delay from the wait.
+                let wait = state.withLock { state in
+                    state.jitterBufferWaitMicros = state.playout.upstreamWaitMicros(lagMicros: state.jitterBufferLagMicros)
+                    return state.jitterBufferWaitMicros
+                }
                 output.retune(wait)
-                state.withLock { $0.jitterBufferWaitMicros = UInt64(wait) }
             }
             next += Self.blockMicros
             // Far behind (the machine stalled this thread): resume from now rather than

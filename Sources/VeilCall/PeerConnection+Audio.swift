@@ -197,7 +197,7 @@ extension PeerConnection {
 
     /// Where the playout thread's blocks go, for this connection's output.
     func playoutOutput() -> AudioPlayoutStage.Output {
-        let retune: @Sendable (Int64) -> Void = { [weak self] wait in self?.retuneJitterBuffer(waitMicros: wait) }
+        let retune: @Sendable (UInt64) -> Void = { [weak self] wait in self?.retuneJitterBuffer(waitMicros: wait) }
         switch output {
         case .callback(let handler):
             return .init(deliver: { [weak self] block, playout in
@@ -240,11 +240,12 @@ extension PeerConnection {
     }
 
     /// Sets the RTP jitter buffer's wait for a missing or reordered packet (its `latency`, counted
-    /// from its own output timestamps) to `waitMicros`: a packet is worth waiting for only while
-    /// the packets held behind it can still play in time. At least 2 ms, at most 400; changed in
-    /// steps of 5 ms or more, so that the latency messages it causes stay rare.
-    func retuneJitterBuffer(waitMicros: Int64) {
-        let wanted = UInt32(min(max(waitMicros / 1000, 2), 400))
+    /// from its own output timestamps) to `waitMicros`, as the playout asks
+    /// (`AdaptivePlayout.upstreamWaitMicros`, 2…400 ms): a packet is worth waiting for only while
+    /// the packets held behind it can still play in time. Changed in steps of 5 ms or more, so that
+    /// the latency messages it causes stay rare.
+    func retuneJitterBuffer(waitMicros: UInt64) {
+        let wanted = UInt32(clamping: waitMicros / 1000)
         onLoop { peer in
             guard let webrtcbin = peer.graph.liveWebrtcbin else { return }
             let current = veil_object_get_uint(gpointerOf(webrtcbin), "latency")

@@ -69,9 +69,10 @@ public struct AdaptivePlayout: Sendable {
         /// a later voice than from a picture held for a frame (the 100 ms Veil's voice once
         /// waited on every path).
         public var syncedStreamCeilingMicros: UInt64 = 100_000
-        /// Besides the declaration delay measured (`upstreamConcealed`): the least wait an upstream
-        /// jitter buffer is given for a missing packet (2 ms) and a margin for decoding (5 ms).
-        public var upstreamWaitAndDecodeMicros: UInt64 = 7_000
+        /// The least and most an upstream jitter buffer is told to wait for a missing packet
+        /// (`upstreamWaitMicros`), and what decoding the audio made up for it may take.
+        public var upstreamLeastWaitMicros: UInt64 = 2_000, upstreamMostWaitMicros: UInt64 = 400_000
+        public var upstreamDecodeMicros: UInt64 = 5_000
 
         public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil) {
             self.sampleRate = sampleRate
@@ -199,6 +200,8 @@ public struct AdaptivePlayout: Sendable {
 
     private var rate: Int64 { Int64(configuration.sampleRate) }
     private var blockSamples: Int { configuration.blockSamples }
+    /// One block's duration (µs).
+    private var blockMicros: UInt64 { UInt64(blockSamples) * 1_000_000 / UInt64(rate) }
     /// Shortest and longest pitch period searched: 2.5 ms (400 Hz) and one block (100 Hz at 10 ms).
     private var shortestPeriod: Int { configuration.sampleRate / 400 }
     private var longestPeriod: Int { blockSamples }
@@ -231,19 +234,20 @@ public struct AdaptivePlayout: Sendable {
         anchorMicros.map { UInt64(bitPattern: Int64(bitPattern: mediaMicros) &+ $0) }
     }
 
-    /// The delay a block waits in the playout before the output takes it (µs).
+    /// The delay a block waits in the playout before the output takes it (µs). Before the first
+    /// arrivals are known, or while they are measured again after the path got faster: the last
+    /// target measured, so that a jittery path is not met unprepared.
     private var bufferTargetMicros: UInt64 {
-        if let fixed = configuration.fixedDelayMicros { return fixed }
+        configuration.fixedDelayMicros ?? measuredTargetMicros ?? lastMeasuredTargetMicros ?? configuration.initialDelayMicros
+    }
+
+    /// The target the arrivals and the floors ask for (µs); nil while fewer than 25 arrivals are known.
+    private var measuredTargetMicros: UInt64? {
         guard arrivalDelays.count >= 25, let fastest = allArrivalDelays.value(at: 0),
-              let slow = arrivalDelays.value(at: configuration.quantile) else {
-            // Before the first arrivals are known, or while they are measured again after the path
-            // got faster: the last target measured, so that a jittery path is not met unprepared.
-            return lastMeasuredTargetMicros ?? configuration.initialDelayMicros
-        }
+              let slow = arrivalDelays.value(at: configuration.quantile) else { return nil }
         let quantile = slow - fastest
         // A block straddling two chunks needs the later one: one block more than the arrival delay.
-        let block = UInt64(blockSamples) * 1_000_000 / UInt64(rate)
-        let target = max(UInt64(max(Double(quantile), 0) * 1000) + block + configuration.marginMicros, syncedStreamFloorMicros,
+        let target = max(UInt64(max(Double(quantile), 0) * 1000) + blockMicros + configuration.marginMicros, syncedStreamFloorMicros,
                          upstreamLossFloorMicros)
         return min(max(target, configuration.minimumDelayMicros), configuration.maximumDelayMicros)
     }
@@ -253,8 +257,18 @@ public struct AdaptivePlayout: Sendable {
     /// needs the packet after it); 0 when no audio was made up upstream within the window.
     private var upstreamLossFloorMicros: UInt64 {
         guard let declaration = upstreamDeclarationMicros else { return 0 }
-        let block = UInt64(blockSamples) * 1_000_000 / UInt64(rate)
-        return UInt64(max(declaration, 0)) + configuration.upstreamWaitAndDecodeMicros + block
+        return UInt64(max(declaration, 0)) + configuration.upstreamLeastWaitMicros + configuration.upstreamDecodeMicros + blockMicros
+    }
+
+    /// How long an upstream jitter buffer may wait for a missing packet (µs) so that the packets it
+    /// holds behind it still come before their place is taken: the target less a block, less the
+    /// declaration delay (`upstreamDeclarationMicros`; before a loss was seen, `lagMicros`, how far
+    /// behind the timeline it stamps packets) and decoding; within the least and most wait. The
+    /// counterpart of `upstreamLossFloorMicros`, which keeps it at the least wait or above.
+    public func upstreamWaitMicros(lagMicros: Int64?) -> UInt64 {
+        let declaration = upstreamDeclarationMicros ?? lagMicros ?? 0
+        let wait = Int64(bufferTargetMicros) - Int64(blockMicros) - declaration - Int64(configuration.upstreamDecodeMicros)
+        return UInt64(min(max(wait, Int64(configuration.upstreamLeastWaitMicros)), Int64(configuration.upstreamMostWaitMicros)))
     }
 
     /// How long after the timeline time of the packet that follows a lost one an upstream jitter
@@ -420,9 +434,9 @@ public struct AdaptivePlayout: Sendable {
         // A synced stream that stopped (the sender's camera is off) stops holding the voice back.
         syncedNeeds.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
         upstreamDeclarations.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
+        if let measured = measuredTargetMicros { lastMeasuredTargetMicros = measured }
         let target = targetDelayMicros
         statistics.targetDelayMicros = target
-        if arrivalDelays.count >= 25, configuration.fixedDelayMicros == nil { lastMeasuredTargetMicros = bufferTargetMicros }
         guard let origin = originMicros, let anchor = anchorMicros else {
             return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
         }
@@ -437,7 +451,7 @@ public struct AdaptivePlayout: Sendable {
             // (Re)start: wait in silence until the first sample would play at the target delay,
             // and the first packets have shown where the fastest ones stand.
             let arriving = firstArrivalMicros.map { latestArrivalMicros &- $0 } ?? 0
-            guard error >= -Int64(blockSamples) * 1_000_000 / rate / 2, arriving >= Self.arrivalsBeforeStartMicros else {
+            guard error >= -Int64(blockMicros) / 2, arriving >= Self.arrivalsBeforeStartMicros else {
                 return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
             }
             // Later than the target already (stale audio at the start): what nobody has heard yet
