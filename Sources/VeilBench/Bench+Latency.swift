@@ -53,6 +53,13 @@ struct LatencyBenchmark {
         var audioLeadMillis: [Double] = []
         /// The playout's own figures over the condition.
         var chunks = 0, lateChunks = 0
+        /// The same after the condition's first second: a step in the path's delay makes the first
+        /// packets after it late for any receiver, since nothing can be buffered ahead of a path
+        /// that suddenly got slower (nil in runs saved before this was counted).
+        var chunksSettled: Int?, lateChunksSettled: Int?
+        /// Runs of made-up audio (the playout's own concealments and audio made up upstream for
+        /// lost packets), as WebRTC's `concealmentEvents` counts them (nil in older runs).
+        var concealmentEvents: Int?
         var concealedSeconds = 0.0, stretchedSeconds = 0.0
         var targetDelayMillis: Double?
         /// With a camera: the frames of the condition that tracking failed on (not sent; nil in
@@ -66,6 +73,14 @@ struct LatencyBenchmark {
             mouthToEarMillis.isEmpty ? nil : Stats.percentile(p, ofSorted: mouthToEarMillis.sorted())
         }
         var latePacketShare: Double { chunks == 0 ? 0 : Double(lateChunks) / Double(chunks) }
+        var settledLatePacketShare: Double? {
+            guard let chunksSettled, let lateChunksSettled else { return nil }
+            return chunksSettled == 0 ? 0 : Double(lateChunksSettled) / Double(chunksSettled)
+        }
+        var concealmentEventsPerMinute: Double? {
+            guard let concealmentEvents, condition.seconds > 0 else { return nil }
+            return Double(concealmentEvents) * 60 / condition.seconds
+        }
         var concealedSecondsPerMinute: Double { condition.seconds > 0 ? concealedSeconds * 60 / condition.seconds : 0 }
         var stretchedSecondsPerMinute: Double { condition.seconds > 0 ? stretchedSeconds * 60 / condition.seconds : 0 }
         var lipSyncInWindowShare: Double {
@@ -128,13 +143,17 @@ struct LatencyBenchmark {
         }
         Thread.sleep(forTimeInterval: 2)  // the playout's first second is not measured either
 
-        var windows: [(condition: LatencyCondition, from: UInt64, to: UInt64, before: AdaptivePlayout.Statistics, after: AdaptivePlayout.Statistics)] = []
+        var windows: [(condition: LatencyCondition, from: UInt64, to: UInt64,
+                       before: AdaptivePlayout.Statistics, settled: AdaptivePlayout.Statistics, after: AdaptivePlayout.Statistics)] = []
         for condition in schedule {
             relay.impairment = condition.impairment
             progress("Veil: \(condition.name), \(Int(condition.seconds)) s")
             let from = PeerConnection.mediaTimeMicros, before = bob.playoutStatistics
-            Thread.sleep(forTimeInterval: condition.seconds)
-            windows.append((condition, from, PeerConnection.mediaTimeMicros, before, bob.playoutStatistics))
+            let settling = min(1, condition.seconds)
+            Thread.sleep(forTimeInterval: settling)
+            let settled = bob.playoutStatistics
+            Thread.sleep(forTimeInterval: condition.seconds - settling)
+            windows.append((condition, from, PeerConnection.mediaTimeMicros, before, settled, bob.playoutStatistics))
         }
         Thread.sleep(forTimeInterval: 1)  // the last bursts in flight
         recorder.running.withLock { $0 = false }
@@ -173,6 +192,9 @@ struct LatencyBenchmark {
             }
             result.chunks = window.after.chunks - window.before.chunks
             result.lateChunks = window.after.lateChunks - window.before.lateChunks
+            result.chunksSettled = window.after.chunks - window.settled.chunks
+            result.lateChunksSettled = window.after.lateChunks - window.settled.lateChunks
+            result.concealmentEvents = window.after.concealmentEvents - window.before.concealmentEvents
             result.concealedSeconds = Double(window.after.concealedSamples - window.before.concealedSamples) / 48_000
             result.stretchedSeconds = Double(window.after.acceleratedSamples - window.before.acceleratedSamples
                                              + window.after.expandedSamples - window.before.expandedSamples) / 48_000

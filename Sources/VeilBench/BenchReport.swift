@@ -595,8 +595,9 @@ extension BenchReport {
             }
             if let reason = chromiumSkipped { lines.append("Chromium not measured: \(reason)."); lines.append("") }
             lines.append("| condition | Veil mouth→ear p50 / p95 | Chromium p50 / p95 | Veil ÷ Chromium (p50) | Veil capture→avatar p50 / p95 | "
-                         + "lip-sync p5 / p50 / p95 (in window) | late packets Veil / Chromium | concealed s/min Veil / Chromium | stretched s/min (Veil) | target delay Veil / NetEq |")
-            lines.append("|---|---|---|---|---|---|---|---|---|---|")
+                         + "lip-sync p5 / p50 / p95 (in window) | late packets Veil (after 1 s) / Chromium discarded | "
+                         + "concealment events/min Veil / Chromium | concealed s/min Veil / Chromium | stretched s/min (Veil) | target delay Veil / NetEq |")
+            lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
             for (index, condition) in schedule.enumerated() {
                 let v: LatencyBenchmark.Result? = index < veil.count ? veil[index] : nil
                 let c: ConditionResult? = index < chromium.count ? chromium[index] : nil
@@ -605,8 +606,12 @@ extension BenchReport {
             lines.append("")
             lines.append("Late packets: Veil counts a received packet late when its audio reached the playout after its playout time "
                          + "at the target delay (audio made up for a lost packet is no packet: when it comes after its time, the playout's "
-                         + "own concealment shows it); Chromium's figure is inbound-rtp `packetsDiscarded` (NetEq's packets that came too "
-                         + "late). Targets are at each condition's end.")
+                         + "own concealment shows it); in brackets, the same from the condition's second second on: a step in the path's "
+                         + "delay makes the first packets after it late for any receiver. libwebrtc counts no late packets as such: its "
+                         + "nearest figure is inbound-rtp `packetsDiscarded`, the packets that came too late to be played at all; a packet "
+                         + "that came after its time and was played after a concealment is not in it. Concealment events count the same "
+                         + "thing on both sides (inbound-rtp `concealmentEvents`: a run of made-up audio, for a lost packet or a late one). "
+                         + "Targets are at each condition's end.")
             return lines
         }
 
@@ -626,7 +631,8 @@ extension BenchReport {
             let avatar = v?.captureToAvatarMillis
             let leads = v?.audioLeadMillis
             let inWindow = fixed(v.map { $0.lipSyncInWindowShare * 100 }, "%.0f")
-            let veilLate = fixed(v.map { $0.latePacketShare * 100 }, "%.1f %%")
+            let settledLate = (v?.settledLatePacketShare).map { String(format: " (%.1f %%)", $0 * 100) } ?? ""
+            let veilLate = fixed(v.map { $0.latePacketShare * 100 }, "%.1f %%") + settledLate
             let chromeLate = fixed(c.map { Double($0.packetsDiscarded) * 100 / Double(max($0.packetsReceived, 1)) }, "%.1f %%")
             var cells: [String] = [condition.name]
             cells.append("\(ms(vp50)) / \(ms(p(veilMouth, 95))) ms (\(veilHeard))")
@@ -635,6 +641,8 @@ extension BenchReport {
             cells.append("\(ms(p(avatar, 50))) / \(ms(p(avatar, 95))) ms")
             cells.append("\(ms(p(leads, 5))) / \(ms(p(leads, 50))) / \(ms(p(leads, 95))) ms (\(inWindow) %)")
             cells.append("\(veilLate) / \(chromeLate)")
+            let chromeEvents = c.flatMap { c in c.concealmentEvents.map { Double($0) * 60 / max(c.seconds, 1) } }
+            cells.append("\(fixed(v?.concealmentEventsPerMinute, "%.1f")) / \(fixed(chromeEvents, "%.1f"))")
             cells.append("\(fixed(v?.concealedSecondsPerMinute, "%.2f")) / \(fixed(c?.concealedSecondsPerMinute, "%.2f"))")
             cells.append(fixed(v?.stretchedSecondsPerMinute, "%.2f"))
             cells.append("\(ms(v?.targetDelayMillis)) / \(ms(c?.netEqTargetDelayMillis)) ms")

@@ -69,6 +69,8 @@ extension ChromiumAnchor {
         var jitterBufferDelay: Double, jitterBufferTargetDelay: Double
         var jitterBufferEmittedCount: Double
         var concealedSamples: Double, totalSamplesReceived: Double
+        /// Runs of concealed audio (absent from pages that do not report it).
+        var concealmentEvents: Double?
         var packetsLost: Double, packetsReceived: Double, packetsDiscarded: Double
         /// The selected candidate pair's remote end ("host:port").
         var remote: String?
@@ -237,6 +239,7 @@ extension ChromiumAnchor {
                 netEqDelayMillis: emitted > 0 ? delta(\.jitterBufferDelay).map { $0 / emitted * 1000 } : nil,
                 netEqTargetDelayMillis: emitted > 0 ? delta(\.jitterBufferTargetDelay).map { $0 / emitted * 1000 } : nil,
                 concealedSecondsPerMinute: samples > 0 ? delta(\.concealedSamples).map { $0 / samples * 60 } : nil,
+                concealmentEvents: first?.concealmentEvents.flatMap { a in last?.concealmentEvents.map { Int($0 - a) } },
                 packetsReceived: Int(delta(\.packetsReceived) ?? 0),
                 packetsLost: Int(delta(\.packetsLost) ?? 0),
                 packetsDiscarded: Int(delta(\.packetsDiscarded) ?? 0),

@@ -23,6 +23,9 @@ public struct ConditionResult: Codable, Sendable, Equatable {
     public var netEqTargetDelayMillis: Double?
     /// Concealed audio per minute of audio played: Δ`concealedSamples` / Δ`totalSamplesReceived` × 60.
     public var concealedSecondsPerMinute: Double?
+    /// Runs of concealed audio that began during the condition (Δ inbound-rtp `concealmentEvents`:
+    /// a concealed sample after a received one, for a lost packet or a late one). Nil without statistics.
+    public var concealmentEvents: Int?
     /// RTP packets received (inbound-rtp `packetsReceived`) during the condition.
     public var packetsReceived: Int
     /// RTP packets never received (inbound-rtp `packetsLost`: expected − received, RFC 3550).

@@ -27,7 +27,7 @@
 ///   from its own timestamps, which follow the slower packets of a jittery path), so the playout
 ///   measures it: how long after the timeline time of the first packet it held the made-up audio
 ///   came, less the wait the jitter buffer was given then (`upstreamConcealed`). While the path
-///   loses packets, the target covers the 95th percentile of that, the least wait, decoding and a
+///   loses packets, the target covers the latest of those, the least wait, decoding and a
 ///   block (`upstreamLossFloorMicros`), so that the packets held behind a loss do not come after
 ///   their place was played. On a clean path a loss is declared when the next packet comes, which
 ///   asks for nothing more; a path that loses nothing pays nothing.
@@ -73,6 +73,9 @@ public struct AdaptivePlayout: Sendable {
         /// (`upstreamWaitMicros`), and what decoding the audio made up for it may take.
         public var upstreamLeastWaitMicros: UInt64 = 2_000, upstreamMostWaitMicros: UInt64 = 400_000
         public var upstreamDecodeMicros: UInt64 = 5_000
+        /// The share of the window's upstream loss declarations the target covers: all of them, since
+        /// a window holds few (15 in 6 s at 5 % loss) and every packet held behind a later one is late.
+        public var upstreamDeclarationQuantile = 1.0
 
         public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil) {
             self.sampleRate = sampleRate
@@ -102,6 +105,10 @@ public struct AdaptivePlayout: Sendable {
         public var expandedSamples = 0
         /// Samples made up while nothing had arrived to play.
         public var concealedSamples = 0
+        /// Runs of made-up audio: the playout's own concealments, and runs of audio made up upstream
+        /// for lost packets that did not come while the playout concealed the same gap. The
+        /// counterpart of WebRTC's inbound-rtp `concealmentEvents`.
+        public var concealmentEvents = 0
         /// Samples dropped unplayed: duplicates, chunks that came after their place was played,
         /// overflow, stale audio before a (re)start.
         public var droppedSamples = 0
@@ -183,6 +190,8 @@ public struct AdaptivePlayout: Sendable {
     /// Concealment in progress: its period, gain, and position within the period.
     private var concealPeriod = 240, concealGain: Float = 1, concealPhase = 0
     private var concealing = false
+    /// Whether the last chunk inserted was made up upstream (a run of them is one concealment event).
+    private var lastChunkMadeUp = false
     /// Consecutive concealed blocks (a long silence restarts the playout).
     private var concealedBlocks = 0
     /// Blocks since the last acceleration of speech (speech is accelerated at most every other block).
@@ -272,10 +281,10 @@ public struct AdaptivePlayout: Sendable {
     }
 
     /// How long after the timeline time of the packet that follows a lost one an upstream jitter
-    /// buffer declares the loss, before the wait it is given (µs, 95th percentile of the window);
-    /// nil when nothing was declared lost within the window.
+    /// buffer declares the loss, before the wait it is given (µs, `upstreamDeclarationQuantile` of
+    /// the window); nil when nothing was declared lost within the window.
     public var upstreamDeclarationMicros: Int64? {
-        upstreamDeclarations.value(at: 0.95).map { Int64((Double($0) * 1000).rounded()) }
+        upstreamDeclarations.value(at: configuration.upstreamDeclarationQuantile).map { Int64((Double($0) * 1000).rounded()) }
     }
 
     /// Audio made up upstream for lost packets, from media time `mediaMicros` for `durationMicros`,
@@ -368,6 +377,9 @@ public struct AdaptivePlayout: Sendable {
     /// concealment shows it.
     public mutating func insert(_ samples: [Float], mediaMicros: UInt64, arrivalMicros: UInt64, madeUpUpstream: Bool = false) {
         guard !samples.isEmpty else { return }
+        // A run of made-up audio that comes while the playout conceals the same gap continues it.
+        if madeUpUpstream, !lastChunkMadeUp, !concealing { statistics.concealmentEvents += 1 }
+        lastChunkMadeUp = madeUpUpstream
         if !madeUpUpstream {
             statistics.chunks += 1
             if playing, let timeline = timelineMicros(ofMediaMicros: mediaMicros),
@@ -590,6 +602,7 @@ public struct AdaptivePlayout: Sendable {
     private mutating func conceal() -> Block {
         if !concealing {
             concealing = true
+            statistics.concealmentEvents += 1
             concealGain = 1
             concealPhase = 0
             let recent = history.suffix(2 * longestPeriod)

@@ -109,6 +109,7 @@ final class AdaptivePlayoutTests: XCTestCase {
         XCTAssertLessThan(delay, 20_000, "the delay came down from its 80 ms start to the clean path's")
         XCTAssertEqual(run.playout.statistics.concealedSamples, 0)
         XCTAssertEqual(run.playout.statistics.lateChunks, 0)
+        XCTAssertEqual(run.playout.statistics.concealmentEvents, 0)
         // Once settled, blocks play the received samples unchanged, from their own place.
         var unchanged = 0
         for index in settled where run.blocks[index].kind == .normal {
@@ -251,6 +252,9 @@ final class AdaptivePlayoutTests: XCTestCase {
         print("late chunk: \(statistics)")
         XCTAssertGreaterThan(statistics.concealedSamples, 0)
         XCTAssertGreaterThanOrEqual(statistics.lateChunks, 1)
+        // The late chunk left one run of concealment (the lost one's gap was filled before its
+        // time: the target still covered the late chunk, and this decoder made up nothing).
+        XCTAssertEqual(statistics.concealmentEvents, 1)
         // Nothing was skipped: every sample after the gap still plays (the delay grew instead).
         let tail = Self.blocks(after: 10, in: run)  // once the window has forgotten the late chunk
         XCTAssertLessThan(Self.median(tail.map { run.delays[$0] }.filter { $0 >= 0 }), 30_000, "the delay came back down")
@@ -355,6 +359,11 @@ final class AdaptivePlayoutTests: XCTestCase {
         // next one's, less the 2 ms wait), wait and decoding, a block.
         XCTAssertEqual(Double(reported.lossyTarget), 68_000 + 7_000 + 10_000, accuracy: 3_000)
         XCTAssertLessThanOrEqual(reported.lossyLate, chunks / 100, "at most 1 % late")
+        // Each of the 30 losses is one concealment event: the playout's own, when the audio made up
+        // upstream came after its time and continued it, else the made-up audio's.
+        let events = reported.playout.statistics.concealmentEvents
+        XCTAssertGreaterThanOrEqual(events, 30)
+        XCTAssertLessThanOrEqual(events, 30 + 3)
         // Losses over and forgotten (6 s window): the target is the jitter's again.
         XCTAssertNil(reported.playout.upstreamDeclarationMicros)
         XCTAssertLessThan(reported.cleanTarget, 60_000)
