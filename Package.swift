@@ -43,7 +43,7 @@ let package = Package(
         // Cairo backend of the canvas.
         .target(name: "VeilCairo", dependencies: ["VeilRender", "VeilCore", "VeilVision", "CCairo"]),
         // Face tracking: MediaPipe's face models on the LiteRT runtime.
-        .target(name: "VeilTracking", dependencies: ["VeilCore", "VeilVision", "CLiteRt"],
+        .target(name: "VeilTracking", dependencies: ["VeilCore", "VeilVision", "VeilConsole", "CLiteRt"],
                 linkerSettings: [.unsafeFlags(["-L\(liteRtDir)", "-Xlinker", "-rpath", "-Xlinker", liteRtDir])]),
         // GStreamer sources and sinks: files, images, image sequences, v4l2; MP4/WebM/PNG out.
         .target(name: "VeilMedia", dependencies: ["VeilCore", "VeilVision", "CGStreamer", "CX11"]),
@@ -58,7 +58,8 @@ let package = Package(
         // The re-identification experiment's recorder (`make privacy`): measuring equipment, not Veil.
         .executableTarget(name: "veil-privacy", dependencies: ["VeilCore", "VeilVision", "VeilTracking", "VeilMedia", "VeilSynth"],
                           path: "Sources/veil-privacy"),
-        // What Veil's command-line tools share: messages and progress on stderr, the open-file limit.
+        // What Veil's command-line tools share: messages and progress on stderr, the open-file limit,
+        // the monotonic clock the trackers and benchmarks time with.
         .target(name: "VeilConsole"),
         // `veil bench`'s measuring equipment: tracking, drawing, bandwidth, a real call, the room
         // server under load and the peers beside Veil; the report, its JSON and its chart.

@@ -83,4 +83,29 @@ LiteRtStatus LiteRtCreateTensorBufferFromHostMemory(const LiteRtRankedTensorType
 LiteRtStatus LiteRtLockTensorBuffer(LiteRtTensorBuffer tensor_buffer, void **host_mem_addr, LiteRtTensorBufferLockMode lock_mode);
 LiteRtStatus LiteRtUnlockTensorBuffer(LiteRtTensorBuffer buffer);
 void LiteRtDestroyTensorBuffer(LiteRtTensorBuffer buffer);
+LiteRtStatus LiteRtGetTensorBufferTensorType(LiteRtTensorBuffer buffer, LiteRtRankedTensorType *tensor_type);
+
+/* A model from bytes in memory, which must outlive the model (litert_model.h). */
+LiteRtStatus LiteRtCreateModelFromBuffer(LiteRtEnvironment environment, const void *buffer_addr, size_t buffer_size,
+                                         LiteRtModel *model);
+
+/* A custom operation's kernel (litert_custom_op_kernel.h). The runtime calls Init once per node in
+ * the model's operator order with the node's custom options (FlexBuffers bytes, or NULL), and
+ * GetOutputLayouts once per node with its input layouts; the kernel fills the output layouts, which
+ * arrive zeroed. Run gets one tensor buffer per input and output, made for that call only, and is
+ * not told which node it runs. Destroy comes once per node. The runtime ignores every status these
+ * return (LiteRT 2.3.0), so a kernel records its failures itself. */
+typedef struct {
+  LiteRtStatus (*Init)(void *user_data, const void *init_data, size_t init_data_size);
+  LiteRtStatus (*GetOutputLayouts)(void *user_data, size_t num_inputs, const LiteRtLayout *input_layouts,
+                                   size_t num_outputs, LiteRtLayout *output_layouts);
+  LiteRtStatus (*Run)(void *user_data, size_t num_inputs, const LiteRtTensorBuffer *inputs,
+                      size_t num_outputs, LiteRtTensorBuffer *outputs);
+  LiteRtStatus (*Destroy)(void *user_data);
+} LiteRtCustomOpKernel;
+
+/* Registers a kernel for the custom operation `custom_op_name` with a compilation. LiteRT 2.3.0
+ * registers it as version 1 whatever `custom_op_version` says (litert_options.h). */
+LiteRtStatus LiteRtAddCustomOpKernelOption(LiteRtOptions options, const char *custom_op_name, int custom_op_version,
+                                           const LiteRtCustomOpKernel *custom_op_kernel, void *custom_op_kernel_user_data);
 #endif

@@ -11,7 +11,7 @@ import VeilConsole
 struct PeerTracking: Codable {
     /// One tracker: how fast, how often it found the face, how close its landmarks came.
     struct Row: Codable {
-        /// Stable key: `veil`, `dlib`, `mediapipe`, `mediapipe-refined`.
+        /// Stable key: `veil`, `veil-attention`, `dlib`, `mediapipe`, `mediapipe-refined`.
         var id: String
         var name: String
         /// Versions and build, as the tracker reported them.
@@ -61,7 +61,8 @@ extension Benchmark {
     /// Runs each installed peer on `clips` and the annotated stills, in its own process pinned to
     /// CPU 0, and puts Veil's own figures (`veil`, measured before on the same clips) beside them.
     /// Never throws: a peer that is missing or fails gets a row that says why.
-    func comparePeers(_ clips: [Clip], veil: BenchReport.Tracking, tracker: MediaPipeFaceTracker) -> PeerTracking {
+    func comparePeers(_ clips: [Clip], veil: BenchReport.Tracking, tracker: MediaPipeFaceTracker,
+                      attention: BenchReport.Tracking? = nil) -> PeerTracking {
         var runner = PeerRunner(size: size, warmUpFrames: warmUpFrames, pin: pin, quiet: quiet)
         defer { runner.removeInputs() }
         var result = PeerTracking(clips: clips.map(\.photo), framesPerClip: framesPerClip, warmUpFrames: warmUpFrames,
@@ -88,6 +89,23 @@ extension Benchmark {
                                 facesFound: mesh == nil ? 0 : 1)
         }
         result.rows.append(veilRow)
+        if let attention {
+            var options = MediaPipeFaceTracker.Options()
+            options.attentionMesh = true
+            let attentionTracker = try? MediaPipeFaceTracker(options: options)
+            var row = PeerTracking.Row(id: "veil-attention", name: "Veil, attention mesh (478 points, one model, Swift kernels)",
+                                       detail: "`MediaPipeFaceTracker.track` with `attentionMesh`: detection when needed, "
+                                           + "`face_landmark_with_attention` with Veil's custom operations",
+                                       frames: attention.frames, trackedFrames: attention.trackedFrames,
+                                       milliseconds: attention.tracker, timesVeil: 1)
+            if veil.tracker.p50 > 0 { row.timesVeil = BenchReport.rounded(attention.tracker.p50 / veil.tracker.p50) }
+            row.stills = stills.map { still in
+                let mesh = (try? attentionTracker?.landmarks(inStill: still.image))??.mesh
+                return still.result(error: mesh.flatMap { IBUG68.normalizedError(mesh: $0, truth: still.truth) },
+                                    facesFound: mesh == nil ? 0 : 1)
+            }
+            result.rows.append(row)
+        }
 
         for peer in Peer.all {
             var row = runner.measure(peer, clips: clips, stills: stills)

@@ -51,6 +51,8 @@ public struct BenchReport: Codable {
     var scriptFramesPerSecond: Double
     var clips: [ClipResult] = []
     var tracking = Tracking([])
+    /// The attention mesh's tracker at the bench's size, and both trackers at camera sizes.
+    var trackingBySize: [SizedTracking]?
     var rendering: [Rendering] = []
     /// The default gradient background alone, without the avatar or the read-back.
     var backgroundMilliseconds = Stats([])
@@ -81,6 +83,9 @@ public struct BenchReport: Codable {
         var landmarks: Stats
         var iris: Stats
         var trackerOther: Stats
+        /// Of landmarks and iris: the crops, and the attention mesh's custom operations (nil in older runs).
+        var crop: Stats?
+        var customOperations: Stats?
         var estimator: Stats
         var encode: Stats
 
@@ -95,9 +100,19 @@ public struct BenchReport: Codable {
             landmarks = Stats(samples.map(\.landmarks))
             iris = Stats(samples.map(\.iris))
             trackerOther = Stats(samples.map(\.trackerOther))
+            crop = Stats(samples.map(\.crop))
+            customOperations = Stats(samples.map(\.customOperations))
             estimator = Stats(samples.map(\.estimator))
             encode = Stats(samples.map(\.encode))
         }
+    }
+
+    /// One tracker on the clips letterboxed into one frame size.
+    struct SizedTracking: Codable {
+        var width: Int, height: Int
+        /// The attention mesh (one model, 478 points) or the 468-point mesh and the iris model.
+        var attentionMesh: Bool
+        var tracking: Tracking
     }
 
     /// One clip's tracking.
@@ -342,6 +357,10 @@ public struct BenchReport: Codable {
         lines.append("| all | \(t.frames) | \(t.trackedFrames) (\(percent(t.trackedFrames, t.frames))) | \(t.detectorRuns) | "
                      + "\(ms(t.total.p50)) | \(ms(t.total.p95)) | \(ms(t.total.max)) |")
         lines.append("")
+        if let sized = trackingBySize, !sized.isEmpty {
+            lines.append(contentsOf: trackingBySizeMarkdown(sized))
+            lines.append("")
+        }
         if let peers {
             lines.append(contentsOf: peers.markdown(width: width, height: height))
             lines.append("")
@@ -648,5 +667,35 @@ extension BenchReport {
             cells.append("\(ms(v?.targetDelayMillis)) / \(ms(c?.netEqTargetDelayMillis)) ms")
             return "| " + cells.joined(separator: " | ") + " |"
         }
+    }
+}
+
+extension BenchReport {
+    /// The per-stage table of each tracker at each frame size.
+    func trackingBySizeMarkdown(_ sized: [SizedTracking]) -> [String] {
+        func ms(_ value: Double?) -> String { value.map { String(format: "%.2f", $0) } ?? "–" }
+        var lines = ["## Tracking by frame size and pipeline, one core (p50 ms)", ""]
+        lines.append("The same clips as above, each frame letterboxed into the size first (not timed). The attention mesh is MediaPipe's "
+                     + "`face_landmark_with_attention` (what `refine_landmarks=True` runs): one model for 478 points, whose lips, eyelids "
+                     + "and irises are refined inside it by three custom operations Veil registers with LiteRT. The two-model pipeline "
+                     + "is Veil's default: the 468-point mesh, then the iris model on each eye. Crops are cut from the whole frame; "
+                     + "model is the landmark and iris time less crops and custom operations.")
+        lines.append("")
+        lines.append("| frame | pipeline | frame → wire bytes | tracker | detection | crops | models | custom operations | rest | estimator | tracked |")
+        lines.append("|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        var rows = sized
+        if rows.first(where: { !$0.attentionMesh && $0.width == width && $0.height == height }) == nil {
+            rows.insert(SizedTracking(width: width, height: height, attentionMesh: false, tracking: tracking), at: 0)
+        }
+        for row in rows {
+            let t = row.tracking
+            let crop = t.crop?.p50 ?? 0, custom = t.customOperations?.p50 ?? 0
+            let models = t.landmarks.p50 + t.iris.p50 - crop - custom
+            lines.append("| \(row.width)×\(row.height) | \(row.attentionMesh ? "attention mesh (478 points)" : "mesh + iris (468 + 2 pupils)") | "
+                         + "\(ms(t.total.p50)) | \(ms(t.tracker.p50)) | \(ms(t.detection.p50)) | \(ms(t.crop?.p50)) | \(ms(models)) | "
+                         + "\(row.attentionMesh ? ms(t.customOperations?.p50) : "–") | \(ms(t.trackerOther.p50)) | \(ms(t.estimator.p50)) | "
+                         + "\(t.trackedFrames)/\(t.frames) |")
+        }
+        return lines
     }
 }

@@ -59,13 +59,17 @@ public struct Benchmark {
             if !quiet { Terminal.note("bench: \(affinity.pinned ? "pinned to CPU 0" : "not pinned: \(affinity.detail)")") }
 
             let expressions = try measureTracking(clips, tracker: tracker, into: &report)
+            report.trackingBySize = try measureTrackingBySize(clips)
             for (name, style) in [("mask", AvatarStyle.mask), ("sketch", AvatarStyle.sketch)] {
                 report.rendering.append(try measureRendering(expressions, style: style, name: name))
             }
             report.backgroundMilliseconds = try measureBackground(frames: expressions.count)
         }
         // Each peer is its own process, pinned with taskset; started after the CPU set is restored.
-        if measurePeers { report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker) }
+        if measurePeers {
+            let attention = report.trackingBySize?.first { $0.attentionMesh && $0.width == size.width && $0.height == size.height }
+            report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker, attention: attention?.tracking)
+        }
 
         if measureBandwidth {
             var bandwidth = BandwidthBenchmark()
@@ -183,22 +187,58 @@ public struct Benchmark {
     /// Tracks every clip from its first frame with a fresh capture (as a new call would), after a
     /// warm-up on the same clip. Returns the expressions a receiver would show, from the decoded bytes.
     private func measureTracking(_ clips: [Clip], tracker: MediaPipeFaceTracker, into report: inout BenchReport) throws -> [VeilCore.Expression] {
+        var shown: [VeilCore.Expression] = []
+        let samples = try timeTracking(clips, tracker: tracker, label: "track", shown: &shown) { clipSamples, photo in
+            report.clips.append(BenchReport.ClipResult(clipSamples, photo: photo))
+        }
+        report.tracking = BenchReport.Tracking(samples)
+        report.wire = BenchReport.Wire(samples, framesPerSecond: script.framesPerSecond)
+        return shown
+    }
+
+    /// The attention mesh's tracker (and at camera sizes the default one too) on the same clips, each
+    /// frame letterboxed into 640×480, 1280×720 and 1920×1080 before it is timed: the crops are cut
+    /// from the whole frame, so only detection should see the frame's size.
+    private func measureTrackingBySize(_ clips: [Clip]) throws -> [BenchReport.SizedTracking] {
+        var results: [BenchReport.SizedTracking] = []
+        for (width, height) in [(size.width, size.height), (1280, 720), (1920, 1080)] {
+            for attention in [true, false] where attention || width != size.width {
+                var options = MediaPipeFaceTracker.Options()
+                options.attentionMesh = attention
+                let tracker = try MediaPipeFaceTracker(options: options)
+                let resized = width == size.width && height == size.height ? nil : (width, height)
+                var shown: [VeilCore.Expression] = []
+                let samples = try timeTracking(clips, tracker: tracker, label: "track \(attention ? "attention " : "")\(width)×\(height)",
+                                               resize: resized, shown: &shown) { _, _ in }
+                results.append(BenchReport.SizedTracking(width: width, height: height, attentionMesh: attention,
+                                                         tracking: BenchReport.Tracking(samples)))
+            }
+        }
+        return results
+    }
+
+    /// Tracks every clip from its first frame with a fresh capture (as a new call would), after a
+    /// warm-up on the same clip; each frame letterboxed into `resize` first (not timed). Appends to
+    /// `shown` the expressions a receiver would show, from the decoded bytes.
+    private func timeTracking(_ clips: [Clip], tracker: MediaPipeFaceTracker, label: String, resize: (Int, Int)? = nil,
+                              shown: inout [VeilCore.Expression], clipDone: ([TrackingSample], String) -> Void) throws -> [TrackingSample] {
         let timed = TimedTracker(tracker)
         var samples: [TrackingSample] = []
-        var shown: [VeilCore.Expression] = []
-        let progress = ProgressBar(total: clips.count * (framesPerClip + warmUpFrames), label: "track", quiet: quiet)
+        let progress = ProgressBar(total: clips.count * (framesPerClip + warmUpFrames), label: label, quiet: quiet)
         var done = 0
+        func sized(_ frame: RGBImage) -> RGBImage { resize.map { frame.letterboxed(width: $0.0, height: $0.1).image } ?? frame }
         for clip in clips {
             let warmUp = ExpressionCapture(tracker: timed)
             for (index, frame) in clip.frames.prefix(warmUpFrames).enumerated() {
-                _ = try warmUp.process(frame, captureTimeMicros: captureTime(ofFrame: index)).frame.encoded()
+                _ = try warmUp.process(sized(frame), captureTimeMicros: captureTime(ofFrame: index)).frame.encoded()
                 done += 1; progress.update(done)
             }
             timed.reset()
             let capture = ExpressionCapture(tracker: timed)
             var clipSamples: [TrackingSample] = []
             var lastShown = VeilCore.Expression.neutral
-            for (index, frame) in clip.frames.enumerated() {
+            for (index, original) in clip.frames.enumerated() {
+                let frame = sized(original)
                 let t0 = monotonicMilliseconds()
                 let output = try capture.process(frame, captureTimeMicros: captureTime(ofFrame: index))
                 let t1 = monotonicMilliseconds()
@@ -212,18 +252,17 @@ public struct Benchmark {
                 clipSamples.append(TrackingSample(
                     total: t2 - t0, tracker: timed.lastMilliseconds, detection: tracking.detectionMilliseconds,
                     landmarks: tracking.landmarkMilliseconds, iris: tracking.irisMilliseconds,
+                    crop: tracking.cropMilliseconds, customOperations: tracking.customOperationMilliseconds,
                     estimator: (t1 - t0) - timed.lastMilliseconds, encode: t2 - t1, decode: t3 - t2,
                     ranDetection: tracking.ranDetection, tracked: received.state == .tracked, bytes: bytes.count))
                 done += 1; progress.update(done)
             }
             timed.reset()
-            report.clips.append(BenchReport.ClipResult(clipSamples, photo: clip.photo))
+            clipDone(clipSamples, clip.photo)
             samples += clipSamples
         }
         progress.finish()
-        report.tracking = BenchReport.Tracking(samples)
-        report.wire = BenchReport.Wire(samples, framesPerSecond: script.framesPerSecond)
-        return shown
+        return samples
     }
 
     /// Draws every expression in `style` and reads the canvas back as RGB, as `veil render` does
@@ -283,6 +322,8 @@ struct TrackingSample {
     var detection: Double
     var landmarks: Double
     var iris: Double
+    /// Of landmarks and iris: the crops, and the attention mesh's custom operations.
+    var crop = 0.0, customOperations = 0.0
     /// `process` minus `track`: the expression estimator and the frame's assembly.
     var estimator: Double
     var encode: Double

@@ -170,11 +170,13 @@ struct FaceLayout {
     /// Outer mouth corners: image left (the person's right), image right.
     var mouthCorners: (left: Int, right: Int) { (outerLips.upper.first ?? 0, outerLips.upper.last ?? 0) }
 
-    init(mesh: [Point3], topology: MeshTopology) throws {
+    init(mesh all: [Point3], topology: MeshTopology) throws {
         let n = MeshTopology.pointCount
-        guard mesh.count == n else {
-            throw VeilError.invalidInput("the face mesh has \(mesh.count) points; MediaPipe's mesh has \(n)")
+        // The attention mesh's ten iris points, after the 468, are not part of the rig.
+        guard all.count == n || all.count == n + 10 else {
+            throw VeilError.invalidInput("the face mesh has \(all.count) points; MediaPipe's mesh has \(n) (\(n + 10) with irises)")
         }
+        let mesh = Array(all.prefix(n))
         guard mesh.allSatisfy({ $0.x.isFinite && $0.y.isFinite && $0.z.isFinite }) else {
             throw VeilError.invalidInput("the face mesh has non-finite coordinates")
         }

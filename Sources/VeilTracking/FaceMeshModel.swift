@@ -1,4 +1,5 @@
 import Foundation
+import VeilConsole
 import VeilCore
 import VeilVision
 
@@ -9,6 +10,8 @@ final class FaceMeshModel {
     private let points: UnsafeBufferPointer<Float>
     private let presence: UnsafeBufferPointer<Float>
     static let side = 192
+    /// How long the last run took to cut its crop out of the frame.
+    private(set) var lastCropMilliseconds = 0.0
 
     init(runtime: LiteRtRuntime) throws {
         model = try InferenceModel(runtime: runtime, url: try VeilResources.file("models", "face_landmark.tflite"))
@@ -19,7 +22,9 @@ final class FaceMeshModel {
     /// Runs the model on `region` and writes the mesh in image pixels into `mesh` (reused).
     /// Returns the face-presence probability.
     func run(_ image: RGBImage, region: RotatedRect, into mesh: inout [Point3]) throws -> Float {
+        let start = monotonicMilliseconds()
         sample(image, region: region, into: model.input(), side: Self.side, range: 0...1)
+        lastCropMilliseconds = monotonicMilliseconds() - start
         try model.run()
         let side = Float(Self.side)
         if mesh.count != MeshTopology.pointCount { mesh = [Point3](repeating: .zero, count: MeshTopology.pointCount) }
@@ -38,6 +43,8 @@ final class IrisModel {
     private let iris: UnsafeBufferPointer<Float>
     private let contour: UnsafeBufferPointer<Float>
     static let side = 64
+    /// How long the two crops of the last `irisCenter` pair took (reset by the right eye's).
+    private(set) var lastCropMilliseconds = 0.0
 
     /// Mesh indices of the iris model's 71 eye-contour points, for the person's right eye (the
     /// model's native eye) and left eye (mirrored crop): lids, four halos around the eye, and brow.
@@ -84,11 +91,99 @@ final class IrisModel {
     /// Iris centre in image pixels for the eye in `region`; afterwards `lastContour` holds the eye's
     /// contour points.
     func irisCenter(_ image: RGBImage, region: RotatedRect, mirrored: Bool) throws -> Point2 {
+        let start = monotonicMilliseconds()
         sample(image, region: region, into: model.input(), side: Self.side, range: 0...1, flipHorizontally: mirrored)
+        lastCropMilliseconds = (mirrored ? lastCropMilliseconds : 0) + monotonicMilliseconds() - start
         try model.run()
         var u = iris[0] / Float(Self.side)
         let v = iris[1] / Float(Self.side)
         if mirrored { u = 1 - u }
         return region.imagePoint(u: u, v: v)
+    }
+}
+
+/// MediaPipe's attention face mesh (`face_landmark_with_attention.tflite`, what its
+/// `refine_landmarks` runs): one model for the 468 points, the lips and eyelids refined in
+/// high-resolution patches of its own feature map, and ten iris points, 478 in all, on the three
+/// custom operations of `AttentionMeshKernels`. Assembled as MediaPipe's refinement does: the lips
+/// and eye points replace x and y at the mesh indices the crop operations take them from (their
+/// options name them), each iris goes to 468–472 (the person's right eye) and 473–477 with the mean
+/// depth of its eye's 16 lid points.
+final class AttentionMeshModel {
+    static let side = 192
+    static let pointCount = 478
+    /// How long the last run took to cut its crop out of the frame, and in the custom operations.
+    private(set) var lastCropMilliseconds = 0.0
+    var lastCustomOperationMilliseconds: Double { kernels.lastInferenceMilliseconds }
+    private let kernels: AttentionMeshKernels
+    private let model: InferenceModel
+    private let points: UnsafeBufferPointer<Float>
+    private let presence: UnsafeBufferPointer<Float>
+    /// Refined point sets and the mesh indices they replace; the person's right eye first (the
+    /// model's "left": the eye on the image's left).
+    private let lips: (points: UnsafeBufferPointer<Float>, indices: [Int])
+    private let eyes: [(points: UnsafeBufferPointer<Float>, indices: [Int])]
+    private let irises: [UnsafeBufferPointer<Float>]
+
+    init(runtime: LiteRtRuntime) throws {
+        let kernels = AttentionMeshKernels()
+        let model = try InferenceModel(runtime: runtime, url: try VeilResources.file("models", "face_landmark_with_attention.tflite"),
+                                       kernels: kernels)
+        self.kernels = kernels
+        self.model = model
+        points = try model.output(named: "output_mesh_identity")
+        presence = try model.output(named: "conv_faceflag")
+        // The crop operations' subsets, by the landmarks they turn level: the mouth's corners (61)
+        // and each eye's (33 on the image's left, 362 on its right).
+        let options = kernels.kernel(.landmarksToTransformMatrix).matrixOptions.compactMap { $0 }
+        func subset(_ left: Int, _ output: String, size: Int) throws -> (UnsafeBufferPointer<Float>, [Int]) {
+            guard let indices = options.first(where: { $0.leftRotationIndex == left })?.subset else {
+                throw TrackingError("the attention mesh has no crop around landmark \(left)")
+            }
+            let points = try model.output(named: output)
+            guard indices.count == size, points.count == 2 * size, indices.allSatisfy({ (0..<MeshTopology.pointCount).contains($0) }) else {
+                throw TrackingError("the attention mesh's \(output) has \(points.count / 2) points for \(indices.count) indices")
+            }
+            return (points, indices)
+        }
+        lips = try subset(61, "output_lips", size: 80)
+        eyes = [try subset(33, "output_left_eye", size: 71), try subset(362, "output_right_eye", size: 71)]
+        irises = [try model.output(named: "output_left_iris"), try model.output(named: "output_right_iris")]
+        guard points.count == MeshTopology.pointCount * 3, irises.allSatisfy({ $0.count == 10 }) else {
+            throw TrackingError("the attention mesh's outputs are not 468 points and two irises")
+        }
+    }
+
+    /// Runs the model on `region` and writes the 478 points in image pixels into `mesh` (reused).
+    /// Returns the face-presence probability.
+    func run(_ image: RGBImage, region: RotatedRect, into mesh: inout [Point3]) throws -> Float {
+        let start = monotonicMilliseconds()
+        sample(image, region: region, into: model.input(), side: Self.side, range: 0...1)
+        lastCropMilliseconds = monotonicMilliseconds() - start
+        try model.run()
+        let side = Float(Self.side)
+        if mesh.count != Self.pointCount { mesh = [Point3](repeating: .zero, count: Self.pointCount) }
+        // In crop pixels first: x, y, z.
+        for i in 0..<MeshTopology.pointCount {
+            mesh[i] = Point3(points[3 * i], points[3 * i + 1], points[3 * i + 2])
+        }
+        for (set, indices) in [lips] + eyes {
+            for (k, index) in indices.enumerated() {
+                mesh[index].x = set[2 * k]
+                mesh[index].y = set[2 * k + 1]
+            }
+        }
+        for (eye, iris) in irises.enumerated() {
+            let lids = eyes[eye].indices.prefix(IrisModel.lidPointCount)
+            let depth = lids.reduce(Float(0)) { $0 + mesh[$1].z } / Float(lids.count)
+            for k in 0..<5 {
+                mesh[MeshTopology.pointCount + 5 * eye + k] = Point3(iris[2 * k], iris[2 * k + 1], depth)
+            }
+        }
+        for i in 0..<Self.pointCount {
+            let p = region.imagePoint(u: mesh[i].x / side, v: mesh[i].y / side)
+            mesh[i] = Point3(p.x, p.y, mesh[i].z / side * region.size)
+        }
+        return 1 / (1 + expf(-presence[0]))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VeilConsole
 import VeilCore
 import VeilVision
 
@@ -21,6 +22,10 @@ public struct TrackingResult: Sendable {
     public var detectionMilliseconds: Double = 0
     public var landmarkMilliseconds: Double = 0
     public var irisMilliseconds: Double = 0
+    /// Of the landmark and iris times: cutting the models' crops out of the frame, and the
+    /// attention mesh's custom operations.
+    public var cropMilliseconds: Double = 0
+    public var customOperationMilliseconds: Double = 0
     public var totalMilliseconds: Double { detectionMilliseconds + landmarkMilliseconds + irisMilliseconds }
 }
 
@@ -34,7 +39,7 @@ public protocol FaceTracking: AnyObject {
 }
 
 /// MediaPipe's face models on LiteRT, on the calling thread: BlazeFace detection → rotated region →
-/// 468-point face mesh → iris landmarks for the pupils. Detection runs only when there is no face
+/// the attention mesh's 478 points (or the 468-point mesh, then the iris model on each eye). Detection runs only when there is no face
 /// to follow: each frame's region comes from the previous frame's mesh. With several faces in
 /// view it locks onto the largest at the start and stays on it; after a loss it re-acquires only a
 /// face where the lost one was, until the lock expires.
@@ -45,8 +50,12 @@ public final class MediaPipeFaceTracker: FaceTracking {
     public struct Options: Sendable {
         /// Face presence below this counts as lost.
         public var presenceThreshold: Float = 0.5
-        /// Run the iris model for pupils and gaze.
+        /// Find the pupils (for gaze): with the attention mesh, from its own iris points; without
+        /// it, with the iris model on each eye.
         public var iris = true
+        /// Run MediaPipe's attention mesh (478 points: lips, eyelids and irises refined inside one
+        /// model) instead of the 468-point mesh and the iris model on each eye.
+        public var attentionMesh = false
         /// When the short-range detector finds nothing, try the full-range one (small, distant faces).
         public var fullRangeFallback = true
         /// Frames after a loss during which only the lost face's neighbourhood may be re-acquired.
@@ -65,7 +74,8 @@ public final class MediaPipeFaceTracker: FaceTracking {
     private let runtime: LiteRtRuntime
     private let shortRange: FaceDetector
     private lazy var fullRange: FaceDetector? = try? FaceDetector(runtime: runtime, range: .full)
-    private let meshModel: FaceMeshModel
+    private let meshModel: FaceMeshModel?
+    private let attentionModel: AttentionMeshModel?
     private let irisModel: IrisModel?
 
     private var region: RotatedRect?
@@ -86,8 +96,9 @@ public final class MediaPipeFaceTracker: FaceTracking {
         topology = try VeilResources.meshTopology()
         runtime = try LiteRtRuntime()
         shortRange = try FaceDetector(runtime: runtime, range: .short)
-        meshModel = try FaceMeshModel(runtime: runtime)
-        irisModel = options.iris ? try IrisModel(runtime: runtime) : nil
+        attentionModel = options.attentionMesh ? try AttentionMeshModel(runtime: runtime) : nil
+        meshModel = options.attentionMesh ? nil : try FaceMeshModel(runtime: runtime)
+        irisModel = options.iris && !options.attentionMesh ? try IrisModel(runtime: runtime) : nil
     }
 
     public func reset() {
@@ -100,24 +111,24 @@ public final class MediaPipeFaceTracker: FaceTracking {
         var presence: Float = 0
         var trackedRegion = false
         if let region {
-            let t0 = now()
-            presence = try meshModel.run(image, region: region, into: &mesh)
-            result.landmarkMilliseconds += now() - t0
+            let t0 = monotonicMilliseconds()
+            presence = try runMesh(image, region: region, timing: &result)
+            result.landmarkMilliseconds += monotonicMilliseconds() - t0
             trackedRegion = true
         }
         if presence < options.presenceThreshold {
             region = nil
             trackedRegion = false
-            let t0 = now()
+            let t0 = monotonicMilliseconds()
             detectorRuns = 0
             let candidate = try acquire(in: image)
-            result.detectionMilliseconds = now() - t0
+            result.detectionMilliseconds = monotonicMilliseconds() - t0
             result.detectorRuns = detectorRuns
             result.ranDetection = true
             if let candidate {
-                let t1 = now()
-                presence = try meshModel.run(image, region: candidate.landmarkRegion, into: &mesh)
-                result.landmarkMilliseconds += now() - t1
+                let t1 = monotonicMilliseconds()
+                presence = try runMesh(image, region: candidate.landmarkRegion, timing: &result)
+                result.landmarkMilliseconds += monotonicMilliseconds() - t1
             }
         }
         result.confidence = presence
@@ -127,10 +138,15 @@ public final class MediaPipeFaceTracker: FaceTracking {
         }
         region = Self.stabilized(Self.region(following: mesh), previous: trackedRegion ? region : nil)
         var left: Point2?, right: Point2?
-        if let irisModel {
-            let t0 = now()
+        if options.iris, attentionModel != nil {
+            // 468 is the iris centre on the image's left (the person's right eye), 473 the other.
+            right = Point2(mesh[468].x, mesh[468].y)
+            left = Point2(mesh[473].x, mesh[473].y)
+        } else if let irisModel {
+            let t0 = monotonicMilliseconds()
             (right, left) = try refineEyes(image, with: irisModel)
-            result.irisMilliseconds = now() - t0
+            result.irisMilliseconds = monotonicMilliseconds() - t0
+            result.cropMilliseconds += irisModel.lastCropMilliseconds
         }
         let landmarks = topology.landmarks(mesh: mesh, leftPupil: left, rightPupil: right, confidence: presence)
         lastBox = landmarks.boundingBox
@@ -138,6 +154,19 @@ public final class MediaPipeFaceTracker: FaceTracking {
         result.state = .tracked
         result.landmarks = landmarks
         return result
+    }
+
+    /// Runs the mesh model on `region` into `mesh`; returns the face presence.
+    private func runMesh(_ image: RGBImage, region: RotatedRect, timing result: inout TrackingResult) throws -> Float {
+        if let attentionModel {
+            defer {
+                result.cropMilliseconds += attentionModel.lastCropMilliseconds
+                result.customOperationMilliseconds += attentionModel.lastCustomOperationMilliseconds
+            }
+            return try attentionModel.run(image, region: region, into: &mesh)
+        }
+        defer { result.cropMilliseconds += meshModel!.lastCropMilliseconds }
+        return try meshModel!.run(image, region: region, into: &mesh)
     }
 
     /// Runs the iris model on both eyes: pupil centres, and the eyelid contours, which replace the
@@ -257,11 +286,6 @@ public final class MediaPipeFaceTracker: FaceTracking {
         return RotatedRect(center: (lo + hi) / 2, size: max(hi.x - lo.x, hi.y - lo.y) * 1.5, rotation: atan2f(eyes.y, eyes.x))
     }
 
-    private func now() -> Double {
-        var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &t)
-        return Double(t.tv_sec) * 1e3 + Double(t.tv_nsec) / 1e6
-    }
 }
 
 @inline(__always)

@@ -79,6 +79,11 @@ final class InferenceModel {
 
     let path: String
     private let runtime: LiteRtRuntime
+    /// Kernels for the model's custom operations, which live as long as the compiled model.
+    private let kernels: AttentionMeshKernels?
+    private let mendingVersions: Bool
+    /// The model's bytes when it is loaded from memory (they must outlive the model).
+    private var bytes: UnsafeMutableRawBufferPointer?
     private var model: LiteRtModel?
     private var compiled: LiteRtCompiledModel?
     private var inputBuffers: [LiteRtTensorBuffer?] = []
@@ -86,8 +91,12 @@ final class InferenceModel {
     private(set) var inputs: [Tensor] = []
     private(set) var outputs: [Tensor] = []
 
-    init(runtime: LiteRtRuntime, url: URL) throws {
+    /// Loads and compiles the model at `url`; with `kernels`, its custom operations run on them
+    /// (`mendingVersions` false leaves the model's operator codes as they are: for tests).
+    init(runtime: LiteRtRuntime, url: URL, kernels: AttentionMeshKernels? = nil, mendingVersions: Bool = true) throws {
         self.runtime = runtime
+        self.kernels = kernels
+        self.mendingVersions = mendingVersions
         path = url.path
         do { try withRuntimeLogQuieted(load) } catch { release(); throw error }
     }
@@ -96,7 +105,25 @@ final class InferenceModel {
 
     private func load() throws {
         let name = (path as NSString).lastPathComponent
-        try liteRt(LiteRtCreateModelFromFile(runtime.handle, path, &model), "loading \(path)")
+        if kernels == nil {
+            try liteRt(LiteRtCreateModelFromFile(runtime.handle, path, &model), "loading \(path)")
+        } else {
+            // LiteRT registers custom kernels as version 1: the model's operator codes are mended
+            // in memory to ask for that (ModelBytes.customOperatorsAsVersionOne).
+            var data: [UInt8]
+            do { data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) } catch {
+                throw TrackingError("cannot read \(path): \(error.localizedDescription)")
+            }
+            let found = mendingVersions ? try ModelBytes.customOperatorsAsVersionOne(&data, names: AttentionMeshKernels.names)
+                                        : AttentionMeshKernels.names
+            guard found == AttentionMeshKernels.names else {
+                throw TrackingError("\(name) has not the attention mesh's custom operations (found: \(found.sorted()))")
+            }
+            let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: data.count, alignment: 64)
+            copy.copyBytes(from: data)
+            bytes = copy
+            try liteRt(LiteRtCreateModelFromBuffer(runtime.handle, copy.baseAddress, copy.count, &model), "loading \(path)")
+        }
         var options: LiteRtOptions?
         try liteRt(LiteRtCreateOptions(&options), "creating options")
         defer { LiteRtDestroyOptions(options) }
@@ -106,7 +133,9 @@ final class InferenceModel {
         let toml = strdup("num_threads = 1\n")
         try liteRt(LiteRtCreateOpaqueOptions("xnnpack", toml, { free($0) }, &cpu), "creating CPU options")
         try liteRt(LiteRtAddOpaqueOptions(options, cpu), "adding CPU options")
+        try kernels?.register(with: options)
         try liteRt(LiteRtCreateCompiledModel(runtime.handle, model, options, &compiled), "compiling \(name)")
+        try kernels?.checkResolved()
 
         var signature: LiteRtSignature?
         try liteRt(LiteRtGetModelSignature(model, 0, &signature), "reading the signature of \(name)")
@@ -153,6 +182,8 @@ final class InferenceModel {
         if let compiled { LiteRtDestroyCompiledModel(compiled) }
         if let model { LiteRtDestroyModel(model) }
         compiled = nil; model = nil
+        bytes?.deallocate()
+        bytes = nil
     }
 
     /// The input tensor's memory, to be filled before `run()`.
@@ -170,8 +201,10 @@ final class InferenceModel {
     }
 
     func run() throws {
+        kernels?.beginInference()
         try liteRt(LiteRtRunCompiledModel(compiled, 0, inputBuffers.count, &inputBuffers, outputBuffers.count, &outputBuffers),
                    "running \((path as NSString).lastPathComponent)")
+        try kernels?.finishInference()
     }
 }
 

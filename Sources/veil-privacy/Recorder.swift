@@ -132,7 +132,8 @@ struct Recorder {
             truth += Self.truthColumns.map { Float(state.state[$0]) }
             estimate += Self.row(out.frame)
             if out.frame.state == .tracked { tracked += 1 }
-            if let points = out.tracking.landmarks?.mesh, points.count == Self.meshPoints {
+            if let all = out.tracking.landmarks?.mesh, all.count >= Self.meshPoints {
+                let points = all.prefix(Self.meshPoints)
                 let centre = points.reduce(SIMD2<Float>(0, 0)) { $0 + SIMD2($1.x, $1.y) } / Float(points.count)
                 let radius = (points.reduce(Float(0)) { sum, p in
                     let d = SIMD2(p.x, p.y) - centre
