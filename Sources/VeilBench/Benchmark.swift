@@ -187,13 +187,12 @@ public struct Benchmark {
     /// Tracks every clip from its first frame with a fresh capture (as a new call would), after a
     /// warm-up on the same clip. Returns the expressions a receiver would show, from the decoded bytes.
     private func measureTracking(_ clips: [Clip], tracker: MediaPipeFaceTracker, into report: inout BenchReport) throws -> [VeilCore.Expression] {
-        var shown: [VeilCore.Expression] = []
-        let samples = try timeTracking(clips, tracker: tracker, label: "track", shown: &shown) { clipSamples, photo in
-            report.clips.append(BenchReport.ClipResult(clipSamples, photo: photo))
-        }
+        let timing = try timeTracking(clips, tracker: tracker, label: "track")
+        report.clips = zip(clips, timing.samplesByClip).map { BenchReport.ClipResult($1, photo: $0.photo) }
+        let samples = timing.samplesByClip.flatMap { $0 }
         report.tracking = BenchReport.Tracking(samples)
         report.wire = BenchReport.Wire(samples, framesPerSecond: script.framesPerSecond)
-        return shown
+        return timing.shown
     }
 
     /// The attention mesh's tracker (and at camera sizes the default one too) on the same clips, each
@@ -207,23 +206,23 @@ public struct Benchmark {
                 options.attentionMesh = attention
                 let tracker = try MediaPipeFaceTracker(options: options)
                 let resized = width == size.width && height == size.height ? nil : (width, height)
-                var shown: [VeilCore.Expression] = []
-                let samples = try timeTracking(clips, tracker: tracker, label: "track \(attention ? "attention " : "")\(width)×\(height)",
-                                               resize: resized, shown: &shown) { _, _ in }
+                let timing = try timeTracking(clips, tracker: tracker, label: "track \(attention ? "attention " : "")\(width)×\(height)",
+                                              resize: resized)
                 results.append(BenchReport.SizedTracking(width: width, height: height, attentionMesh: attention,
-                                                         tracking: BenchReport.Tracking(samples)))
+                                                         tracking: BenchReport.Tracking(timing.samplesByClip.flatMap { $0 })))
             }
         }
         return results
     }
 
     /// Tracks every clip from its first frame with a fresh capture (as a new call would), after a
-    /// warm-up on the same clip; each frame letterboxed into `resize` first (not timed). Appends to
-    /// `shown` the expressions a receiver would show, from the decoded bytes.
-    private func timeTracking(_ clips: [Clip], tracker: MediaPipeFaceTracker, label: String, resize: (Int, Int)? = nil,
-                              shown: inout [VeilCore.Expression], clipDone: ([TrackingSample], String) -> Void) throws -> [TrackingSample] {
+    /// warm-up on the same clip; each frame letterboxed into `resize` first (not timed). Returns each
+    /// clip's samples, and the expressions a receiver would show, from the decoded bytes.
+    private func timeTracking(_ clips: [Clip], tracker: MediaPipeFaceTracker, label: String,
+                              resize: (Int, Int)? = nil) throws -> (samplesByClip: [[TrackingSample]], shown: [VeilCore.Expression]) {
         let timed = TimedTracker(tracker)
-        var samples: [TrackingSample] = []
+        var samplesByClip: [[TrackingSample]] = []
+        var shown: [VeilCore.Expression] = []
         let progress = ProgressBar(total: clips.count * (framesPerClip + warmUpFrames), label: label, quiet: quiet)
         var done = 0
         func sized(_ frame: RGBImage) -> RGBImage { resize.map { frame.letterboxed(width: $0.0, height: $0.1).image } ?? frame }
@@ -258,11 +257,10 @@ public struct Benchmark {
                 done += 1; progress.update(done)
             }
             timed.reset()
-            clipDone(clipSamples, clip.photo)
-            samples += clipSamples
+            samplesByClip.append(clipSamples)
         }
         progress.finish()
-        return samples
+        return (samplesByClip, shown)
     }
 
     /// Draws every expression in `style` and reads the canvas back as RGB, as `veil render` does

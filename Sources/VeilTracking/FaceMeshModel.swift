@@ -3,14 +3,39 @@ import VeilConsole
 import VeilCore
 import VeilVision
 
+/// A face-mesh model: the face's landmarks inside a rotated square region of a frame.
+protocol LandmarkModel: AnyObject {
+    /// Runs the model on `region` and writes the landmarks in image pixels into `mesh` (reused).
+    /// Returns the face-presence probability.
+    func run(_ image: RGBImage, region: RotatedRect, into mesh: inout [Point3]) throws -> Float
+    /// Of the last run: how long cutting the crop out of the frame took, and custom operations (ms).
+    var lastCropMilliseconds: Double { get }
+    var lastCustomOperationMilliseconds: Double { get }
+}
+
+extension LandmarkModel {
+    var lastCustomOperationMilliseconds: Double { 0 }
+}
+
+extension InferenceModel {
+    /// Cuts `region` of `image` into the input as a `side`×`side` crop in 0…1 and runs the model.
+    /// Returns how long the crop took (ms).
+    func run(cropping image: RGBImage, region: RotatedRect, side: Int, flipHorizontally: Bool = false) throws -> Double {
+        let start = monotonicMilliseconds()
+        sample(image, region: region, into: input(), side: side, range: 0...1, flipHorizontally: flipHorizontally)
+        let crop = monotonicMilliseconds() - start
+        try run()
+        return crop
+    }
+}
+
 /// MediaPipe's face_landmark model on LiteRT: 468 3-D points and a face-presence score for the
 /// face inside a rotated square region.
-final class FaceMeshModel {
+final class FaceMeshModel: LandmarkModel {
     private let model: InferenceModel
     private let points: UnsafeBufferPointer<Float>
     private let presence: UnsafeBufferPointer<Float>
     static let side = 192
-    /// How long the last run took to cut its crop out of the frame.
     private(set) var lastCropMilliseconds = 0.0
 
     init(runtime: LiteRtRuntime) throws {
@@ -19,18 +44,11 @@ final class FaceMeshModel {
         presence = try model.output(count: 1)
     }
 
-    /// Runs the model on `region` and writes the mesh in image pixels into `mesh` (reused).
-    /// Returns the face-presence probability.
     func run(_ image: RGBImage, region: RotatedRect, into mesh: inout [Point3]) throws -> Float {
-        let start = monotonicMilliseconds()
-        sample(image, region: region, into: model.input(), side: Self.side, range: 0...1)
-        lastCropMilliseconds = monotonicMilliseconds() - start
-        try model.run()
-        let side = Float(Self.side)
+        lastCropMilliseconds = try model.run(cropping: image, region: region, side: Self.side)
         if mesh.count != MeshTopology.pointCount { mesh = [Point3](repeating: .zero, count: MeshTopology.pointCount) }
         for i in 0..<MeshTopology.pointCount {
-            let p = region.imagePoint(u: points[3 * i] / side, v: points[3 * i + 1] / side)
-            mesh[i] = Point3(p.x, p.y, points[3 * i + 2] / side * region.size)
+            mesh[i] = region.imagePoint(inCrop: Point3(points[3 * i], points[3 * i + 1], points[3 * i + 2]), side: Self.side)
         }
         return 1 / (1 + expf(-presence[0]))
     }
@@ -43,7 +61,7 @@ final class IrisModel {
     private let iris: UnsafeBufferPointer<Float>
     private let contour: UnsafeBufferPointer<Float>
     static let side = 64
-    /// How long the two crops of the last `irisCenter` pair took (reset by the right eye's).
+    /// How long the last `irisCenter` took to cut its crop out of the frame (ms).
     private(set) var lastCropMilliseconds = 0.0
 
     /// Mesh indices of the iris model's 71 eye-contour points, for the person's right eye (the
@@ -91,10 +109,7 @@ final class IrisModel {
     /// Iris centre in image pixels for the eye in `region`; afterwards `lastContour` holds the eye's
     /// contour points.
     func irisCenter(_ image: RGBImage, region: RotatedRect, mirrored: Bool) throws -> Point2 {
-        let start = monotonicMilliseconds()
-        sample(image, region: region, into: model.input(), side: Self.side, range: 0...1, flipHorizontally: mirrored)
-        lastCropMilliseconds = (mirrored ? lastCropMilliseconds : 0) + monotonicMilliseconds() - start
-        try model.run()
+        lastCropMilliseconds = try model.run(cropping: image, region: region, side: Self.side, flipHorizontally: mirrored)
         var u = iris[0] / Float(Self.side)
         let v = iris[1] / Float(Self.side)
         if mirrored { u = 1 - u }
@@ -109,10 +124,9 @@ final class IrisModel {
 /// and eye points replace x and y at the mesh indices the crop operations take them from (their
 /// options name them), each iris goes to 468–472 (the person's right eye) and 473–477 with the mean
 /// depth of its eye's 16 lid points.
-final class AttentionMeshModel {
+final class AttentionMeshModel: LandmarkModel {
     static let side = 192
     static let pointCount = 478
-    /// How long the last run took to cut its crop out of the frame, and in the custom operations.
     private(set) var lastCropMilliseconds = 0.0
     var lastCustomOperationMilliseconds: Double { kernels.lastInferenceMilliseconds }
     private let kernels: AttentionMeshKernels
@@ -123,6 +137,8 @@ final class AttentionMeshModel {
     /// model's "left": the eye on the image's left).
     private let lips: (points: UnsafeBufferPointer<Float>, indices: [Int])
     private let eyes: [(points: UnsafeBufferPointer<Float>, indices: [Int])]
+    /// The lips, then the eyes.
+    private let refined: [(points: UnsafeBufferPointer<Float>, indices: [Int])]
     private let irises: [UnsafeBufferPointer<Float>]
 
     init(runtime: LiteRtRuntime) throws {
@@ -148,26 +164,22 @@ final class AttentionMeshModel {
         }
         lips = try subset(61, "output_lips", size: 80)
         eyes = [try subset(33, "output_left_eye", size: 71), try subset(362, "output_right_eye", size: 71)]
+        refined = [lips] + eyes
         irises = [try model.output(named: "output_left_iris"), try model.output(named: "output_right_iris")]
         guard points.count == MeshTopology.pointCount * 3, irises.allSatisfy({ $0.count == 10 }) else {
             throw TrackingError("the attention mesh's outputs are not 468 points and two irises")
         }
     }
 
-    /// Runs the model on `region` and writes the 478 points in image pixels into `mesh` (reused).
-    /// Returns the face-presence probability.
+    /// Writes the 478 points.
     func run(_ image: RGBImage, region: RotatedRect, into mesh: inout [Point3]) throws -> Float {
-        let start = monotonicMilliseconds()
-        sample(image, region: region, into: model.input(), side: Self.side, range: 0...1)
-        lastCropMilliseconds = monotonicMilliseconds() - start
-        try model.run()
-        let side = Float(Self.side)
+        lastCropMilliseconds = try model.run(cropping: image, region: region, side: Self.side)
         if mesh.count != Self.pointCount { mesh = [Point3](repeating: .zero, count: Self.pointCount) }
         // In crop pixels first: x, y, z.
         for i in 0..<MeshTopology.pointCount {
             mesh[i] = Point3(points[3 * i], points[3 * i + 1], points[3 * i + 2])
         }
-        for (set, indices) in [lips] + eyes {
+        for (set, indices) in refined {
             for (k, index) in indices.enumerated() {
                 mesh[index].x = set[2 * k]
                 mesh[index].y = set[2 * k + 1]
@@ -180,10 +192,7 @@ final class AttentionMeshModel {
                 mesh[MeshTopology.pointCount + 5 * eye + k] = Point3(iris[2 * k], iris[2 * k + 1], depth)
             }
         }
-        for i in 0..<Self.pointCount {
-            let p = region.imagePoint(u: mesh[i].x / side, v: mesh[i].y / side)
-            mesh[i] = Point3(p.x, p.y, mesh[i].z / side * region.size)
-        }
+        for i in 0..<Self.pointCount { mesh[i] = region.imagePoint(inCrop: mesh[i], side: Self.side) }
         return 1 / (1 + expf(-presence[0]))
     }
 }

@@ -39,10 +39,10 @@ public protocol FaceTracking: AnyObject {
 }
 
 /// MediaPipe's face models on LiteRT, on the calling thread: BlazeFace detection → rotated region →
-/// the attention mesh's 478 points (or the 468-point mesh, then the iris model on each eye). Detection runs only when there is no face
-/// to follow: each frame's region comes from the previous frame's mesh. With several faces in
-/// view it locks onto the largest at the start and stays on it; after a loss it re-acquires only a
-/// face where the lost one was, until the lock expires.
+/// 468-point face mesh → iris landmarks for the pupils (or the attention mesh's 478 points, irises
+/// included). Detection runs only when there is no face to follow: each frame's region comes from
+/// the previous frame's mesh. With several faces in view it locks onto the largest at the start and
+/// stays on it; after a loss it re-acquires only a face where the lost one was, until the lock expires.
 ///
 /// Not thread-safe: use one tracker per video stream, from one thread at a time.
 public final class MediaPipeFaceTracker: FaceTracking {
@@ -74,8 +74,7 @@ public final class MediaPipeFaceTracker: FaceTracking {
     private let runtime: LiteRtRuntime
     private let shortRange: FaceDetector
     private lazy var fullRange: FaceDetector? = try? FaceDetector(runtime: runtime, range: .full)
-    private let meshModel: FaceMeshModel?
-    private let attentionModel: AttentionMeshModel?
+    private let meshModel: LandmarkModel
     private let irisModel: IrisModel?
 
     private var region: RotatedRect?
@@ -96,8 +95,7 @@ public final class MediaPipeFaceTracker: FaceTracking {
         topology = try VeilResources.meshTopology()
         runtime = try LiteRtRuntime()
         shortRange = try FaceDetector(runtime: runtime, range: .short)
-        attentionModel = options.attentionMesh ? try AttentionMeshModel(runtime: runtime) : nil
-        meshModel = options.attentionMesh ? nil : try FaceMeshModel(runtime: runtime)
+        meshModel = options.attentionMesh ? try AttentionMeshModel(runtime: runtime) : try FaceMeshModel(runtime: runtime)
         irisModel = options.iris && !options.attentionMesh ? try IrisModel(runtime: runtime) : nil
     }
 
@@ -138,15 +136,14 @@ public final class MediaPipeFaceTracker: FaceTracking {
         }
         region = Self.stabilized(Self.region(following: mesh), previous: trackedRegion ? region : nil)
         var left: Point2?, right: Point2?
-        if options.iris, attentionModel != nil {
+        if options.iris, options.attentionMesh {
             // 468 is the iris centre on the image's left (the person's right eye), 473 the other.
             right = Point2(mesh[468].x, mesh[468].y)
             left = Point2(mesh[473].x, mesh[473].y)
         } else if let irisModel {
             let t0 = monotonicMilliseconds()
-            (right, left) = try refineEyes(image, with: irisModel)
+            (right, left) = try refineEyes(image, with: irisModel, timing: &result)
             result.irisMilliseconds = monotonicMilliseconds() - t0
-            result.cropMilliseconds += irisModel.lastCropMilliseconds
         }
         let landmarks = topology.landmarks(mesh: mesh, leftPupil: left, rightPupil: right, confidence: presence)
         lastBox = landmarks.boundingBox
@@ -158,27 +155,24 @@ public final class MediaPipeFaceTracker: FaceTracking {
 
     /// Runs the mesh model on `region` into `mesh`; returns the face presence.
     private func runMesh(_ image: RGBImage, region: RotatedRect, timing result: inout TrackingResult) throws -> Float {
-        if let attentionModel {
-            defer {
-                result.cropMilliseconds += attentionModel.lastCropMilliseconds
-                result.customOperationMilliseconds += attentionModel.lastCustomOperationMilliseconds
-            }
-            return try attentionModel.run(image, region: region, into: &mesh)
-        }
-        defer { result.cropMilliseconds += meshModel!.lastCropMilliseconds }
-        return try meshModel!.run(image, region: region, into: &mesh)
+        let presence = try meshModel.run(image, region: region, into: &mesh)
+        result.cropMilliseconds += meshModel.lastCropMilliseconds
+        result.customOperationMilliseconds += meshModel.lastCustomOperationMilliseconds
+        return presence
     }
 
     /// Runs the iris model on both eyes: pupil centres, and the eyelid contours, which replace the
     /// mesh's own (the iris model sees the eye at a higher resolution, as MediaPipe's refined mesh
     /// does). Returns (right, left) pupil centres.
-    private func refineEyes(_ image: RGBImage, with irisModel: IrisModel) throws -> (Point2, Point2) {
+    private func refineEyes(_ image: RGBImage, with irisModel: IrisModel, timing result: inout TrackingResult) throws -> (Point2, Point2) {
         func p(_ i: Int) -> Point2 { Point2(mesh[i].x, mesh[i].y) }
         let rightRegion = IrisModel.region(corner: p(33), corner: p(133))
         let leftRegion = IrisModel.region(corner: p(362), corner: p(263))
         let right = try irisModel.irisCenter(image, region: rightRegion, mirrored: false)
+        result.cropMilliseconds += irisModel.lastCropMilliseconds
         let rightLids = irisModel.lastContour(region: rightRegion, mirrored: false)
         let left = try irisModel.irisCenter(image, region: leftRegion, mirrored: true)
+        result.cropMilliseconds += irisModel.lastCropMilliseconds
         let leftLids = irisModel.lastContour(region: leftRegion, mirrored: true)
         for (contour, indices) in [(rightLids, IrisModel.rightEyeMeshIndices), (leftLids, IrisModel.leftEyeMeshIndices)] {
             for k in 0..<IrisModel.lidPointCount {

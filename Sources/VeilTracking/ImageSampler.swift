@@ -17,6 +17,15 @@ struct RotatedRect: Equatable {
         return Point2(center.x + c * dx - s * dy, center.y + s * dx + c * dy)
     }
 
+    /// The image position of a point a model gave in pixels of its `side`×`side` crop of this
+    /// region, its depth scaled alike.
+    @inline(__always)
+    func imagePoint(inCrop p: Point3, side: Int) -> Point3 {
+        let s = Float(side)
+        let q = imagePoint(u: p.x / s, v: p.y / s)
+        return Point3(q.x, q.y, p.z / s * size)
+    }
+
     /// The region's normalised coordinate of image point `p` (inverse of `imagePoint`).
     func normalized(_ p: Point2) -> Point2 {
         let d = p - center

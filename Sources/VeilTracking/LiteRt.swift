@@ -110,18 +110,18 @@ final class InferenceModel {
         } else {
             // LiteRT registers custom kernels as version 1: the model's operator codes are mended
             // in memory to ask for that (ModelBytes.customOperatorsAsVersionOne).
-            var data: [UInt8]
-            do { data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) } catch {
+            let data: Data
+            do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
                 throw TrackingError("cannot read \(path): \(error.localizedDescription)")
-            }
-            let found = mendingVersions ? try ModelBytes.customOperatorsAsVersionOne(&data, names: AttentionMeshKernels.names)
-                                        : AttentionMeshKernels.names
-            guard found == AttentionMeshKernels.names else {
-                throw TrackingError("\(name) has not the attention mesh's custom operations (found: \(found.sorted()))")
             }
             let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: data.count, alignment: 64)
             copy.copyBytes(from: data)
             bytes = copy
+            let found = mendingVersions ? try ModelBytes.customOperatorsAsVersionOne(copy, names: AttentionMeshKernels.names)
+                                        : AttentionMeshKernels.names
+            guard found == AttentionMeshKernels.names else {
+                throw TrackingError("\(name) has not the attention mesh's custom operations (found: \(found.sorted()))")
+            }
             try liteRt(LiteRtCreateModelFromBuffer(runtime.handle, copy.baseAddress, copy.count, &model), "loading \(path)")
         }
         var options: LiteRtOptions?

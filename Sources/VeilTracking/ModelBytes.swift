@@ -22,54 +22,52 @@ enum ModelBytes {
 
     // MARK: - The model's operator codes (FlatBuffers, schema.fbs)
 
-    /// Sets the version of each custom operator code named in `names` to 1 in a .tflite model's bytes,
-    /// and returns the names found. LiteRT registers a custom kernel as version 1 whatever version it
-    /// is given, while MediaPipe's attention mesh asks for version 2 of its operations, which would
-    /// then go unresolved. Throws when the bytes are not a model.
+    /// Sets the version of each custom operator code named in `names` to 1 in a .tflite model's bytes
+    /// (in place), and returns the names found. LiteRT registers a custom kernel as version 1
+    /// whatever version it is given, while MediaPipe's attention mesh asks for version 2 of its
+    /// operations, which would then go unresolved. Throws when the bytes are not a model.
     ///
     /// Layout: the root table (`Model`) is at the offset in the first 4 bytes; its field 1 is the
     /// vector of `OperatorCode` tables, whose field 1 is `custom_code` (a string) and field 2
     /// `version` (int32, absent when it is the default 1).
-    static func customOperatorsAsVersionOne(_ data: inout [UInt8], names: Set<String>) throws -> Set<String> {
-        try data.withUnsafeMutableBytes { raw in
-            let bytes = UnsafeRawBufferPointer(raw)
-            func u32(_ offset: Int) throws -> Int {
-                guard let value = unsigned(bytes, at: offset, width: 4) else { throw TrackingError("the model is truncated") }
-                return Int(value)
-            }
-            /// Where field `field` of the table at `table` lies, nil when absent.
-            func field(_ field: Int, of table: Int) throws -> Int? {
-                guard let back = signed(bytes, at: table, width: 4) else { throw TrackingError("the model is truncated") }
-                let vtable = table - Int(back)
-                guard let size = unsigned(bytes, at: vtable, width: 2) else { throw TrackingError("the model is malformed") }
-                let entry = 4 + 2 * field
-                guard entry + 2 <= Int(size), let offset = unsigned(bytes, at: vtable + entry, width: 2), offset > 0 else { return nil }
-                return table + Int(offset)
-            }
-            guard bytes.count >= 8, let identifier = String(bytes: bytes[4..<8], encoding: .ascii), identifier == "TFL3" else {
-                throw TrackingError("not a TFLite model (no TFL3 identifier)")
-            }
-            let model = try u32(0)
-            guard let codesField = try field(1, of: model) else { return [] }
-            let codes = codesField + (try u32(codesField))
-            var found: Set<String> = []
-            for k in 0..<(try u32(codes)) {
-                let slot = codes + 4 + 4 * k
-                let code = slot + (try u32(slot))
-                guard let nameField = try field(1, of: code) else { continue }
-                let string = nameField + (try u32(nameField))
-                let length = try u32(string)
-                guard string + 4 + length <= bytes.count,
-                      let name = String(bytes: bytes[(string + 4)..<(string + 4 + length)], encoding: .utf8),
-                      names.contains(name) else { continue }
-                found.insert(name)
-                if let version = try field(2, of: code) {
-                    guard version + 4 <= raw.count else { throw TrackingError("the model is truncated") }
-                    raw.storeBytes(of: Int32(1).littleEndian, toByteOffset: version, as: Int32.self)
-                }
-            }
-            return found
+    static func customOperatorsAsVersionOne(_ raw: UnsafeMutableRawBufferPointer, names: Set<String>) throws -> Set<String> {
+        let bytes = UnsafeRawBufferPointer(raw)
+        func u32(_ offset: Int) throws -> Int {
+            guard let value = unsigned(bytes, at: offset, width: 4) else { throw TrackingError("the model is truncated") }
+            return Int(value)
         }
+        /// Where field `field` of the table at `table` lies, nil when absent.
+        func field(_ field: Int, of table: Int) throws -> Int? {
+            guard let back = signed(bytes, at: table, width: 4) else { throw TrackingError("the model is truncated") }
+            let vtable = table - Int(back)
+            guard let size = unsigned(bytes, at: vtable, width: 2) else { throw TrackingError("the model is malformed") }
+            let entry = 4 + 2 * field
+            guard entry + 2 <= Int(size), let offset = unsigned(bytes, at: vtable + entry, width: 2), offset > 0 else { return nil }
+            return table + Int(offset)
+        }
+        guard bytes.count >= 8, let identifier = String(bytes: bytes[4..<8], encoding: .ascii), identifier == "TFL3" else {
+            throw TrackingError("not a TFLite model (no TFL3 identifier)")
+        }
+        let model = try u32(0)
+        guard let codesField = try field(1, of: model) else { return [] }
+        let codes = codesField + (try u32(codesField))
+        var found: Set<String> = []
+        for k in 0..<(try u32(codes)) {
+            let slot = codes + 4 + 4 * k
+            let code = slot + (try u32(slot))
+            guard let nameField = try field(1, of: code) else { continue }
+            let string = nameField + (try u32(nameField))
+            let length = try u32(string)
+            guard string + 4 + length <= bytes.count,
+                  let name = String(bytes: bytes[(string + 4)..<(string + 4 + length)], encoding: .utf8),
+                  names.contains(name) else { continue }
+            found.insert(name)
+            if let version = try field(2, of: code) {
+                guard version + 4 <= raw.count else { throw TrackingError("the model is truncated") }
+                raw.storeBytes(of: Int32(1).littleEndian, toByteOffset: version, as: Int32.self)
+            }
+        }
+        return found
     }
 
     // MARK: - Custom options (FlexBuffers)

@@ -21,7 +21,7 @@ final class AttentionMeshTests: XCTestCase {
     func testTheCustomOperatorCodesAreMendedToVersionOne() throws {
         var bytes = try Self.modelBytes()
         let original = bytes
-        let found = try ModelBytes.customOperatorsAsVersionOne(&bytes, names: AttentionMeshKernels.names)
+        let found = try bytes.withUnsafeMutableBytes { try ModelBytes.customOperatorsAsVersionOne($0, names: AttentionMeshKernels.names) }
         XCTAssertEqual(found, AttentionMeshKernels.names)
         // Only the three version fields changed (2 → 1), one byte each.
         let changed = zip(original, bytes).enumerated().filter { $0.element.0 != $0.element.1 }
@@ -29,13 +29,13 @@ final class AttentionMeshTests: XCTestCase {
         XCTAssertTrue(changed.allSatisfy { $0.element.0 == 2 && $0.element.1 == 1 }, "\(changed)")
         // Mending again changes nothing more.
         var again = bytes
-        XCTAssertEqual(try ModelBytes.customOperatorsAsVersionOne(&again, names: AttentionMeshKernels.names), found)
+        XCTAssertEqual(try again.withUnsafeMutableBytes { try ModelBytes.customOperatorsAsVersionOne($0, names: AttentionMeshKernels.names) }, found)
         XCTAssertEqual(again, bytes)
         // What is not a model is refused, also when cut short.
         var text = Array("not a model at all".utf8)
-        XCTAssertThrowsError(try ModelBytes.customOperatorsAsVersionOne(&text, names: AttentionMeshKernels.names))
+        XCTAssertThrowsError(try text.withUnsafeMutableBytes { try ModelBytes.customOperatorsAsVersionOne($0, names: AttentionMeshKernels.names) })
         var truncated = Array(original.prefix(64))
-        XCTAssertThrowsError(try ModelBytes.customOperatorsAsVersionOne(&truncated, names: AttentionMeshKernels.names))
+        XCTAssertThrowsError(try truncated.withUnsafeMutableBytes { try ModelBytes.customOperatorsAsVersionOne($0, names: AttentionMeshKernels.names) })
     }
 
     func testAnUnresolvedOperationIsAnErrorNotAQuietFailure() throws {
