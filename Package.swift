@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "VeilRender", targets: ["VeilRender"]),
         .library(name: "VeilTracking", targets: ["VeilTracking"]),
         .library(name: "VeilMedia", targets: ["VeilMedia"]),
+        .library(name: "VeilInterop", targets: ["VeilInterop"]),
         .executable(name: "veil", targets: ["veil"]),
         .executable(name: "veil-privacy", targets: ["veil-privacy"]),
     ],
@@ -34,6 +35,9 @@ let package = Package(
         // Pure Swift, Foundation only: what a call carries and needs, and nothing that sees a face:
         // Expression, the wire codec, the privacy filter, jitter buffer, signaling, tokens, SDP.
         .target(name: "VeilCore"),
+        // Pure Swift: the avatar ecosystem's wire formats (OSC 1.0 and the VMC protocol, Live Link
+        // Face), encoded and decoded without I/O; links nothing beyond VeilCore.
+        .target(name: "VeilInterop", dependencies: ["VeilCore"]),
         // Pure Swift: pictures and faces. Images, landmarks, face geometry, head pose and the
         // expression estimator. The call layer (VeilCall) must not depend on it, even indirectly
         // (CallLayerSurfaceTests reads the package graph).
@@ -65,7 +69,7 @@ let package = Package(
         // server under load and the peers beside Veil; the report, its JSON and its chart.
         .target(name: "VeilBench",
                 dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth",
-                               "VeilServer", "VeilCall", "VeilConsole"]),
+                               "VeilServer", "VeilCall", "VeilConsole", "VeilInterop"]),
         .executableTarget(name: "veil",
                           dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall",
                                          "VeilConsole", "VeilBench"]),
@@ -78,7 +82,9 @@ let package = Package(
         .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilVision", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),
         .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilVision", "VeilMedia", "VeilTracking"]),
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore", "VeilVision"]),
-        .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision"]),
+        .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision", "VeilInterop"]),
+        // python/: the independent OSC implementation (python-osc) the tests check Veil against.
+        .testTarget(name: "VeilInteropTests", dependencies: ["VeilInterop", "VeilCore"], exclude: ["python"]),
         .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "veil"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.
         .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilVision", "VeilRender", "VeilCairo", "veil"]),
