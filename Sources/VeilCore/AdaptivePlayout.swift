@@ -502,22 +502,25 @@ public struct AdaptivePlayout: Sendable {
         // A run of made-up audio that comes while the playout conceals the same gap continues it.
         if madeUpUpstream, !lastChunkMadeUp, !concealing { statistics.concealmentEvents += 1 }
         lastChunkMadeUp = madeUpUpstream
-        if madeUpUpstream || lastHeldMicros.map({ arrivalMicros &- $0 <= Self.heldBurstMicros }) == true {
-            lastHeldMicros = arrivalMicros
-        } else if let base = arrivalBase, let first = firstArrivalMicros, arrivalMicros &- first >= 1_000_000,
-                  mediaMicros >= pathStartMediaMicros || pathStartMediaMicros - mediaMicros > 10_000_000 {
-            let relative = Float(Double(Int64(bitPattern: arrivalMicros &- mediaMicros) - base) / 1000)
-            chunkDelays.add(relative, at: Double(arrivalMicros) / 1_000_000)
+        // Held behind a lost packet: its wait is the declaration's, which `upstreamConcealed`
+        // measures; counted here too, it would raise the target, the wait derived from it, and
+        // the declaration with it.
+        let held = madeUpUpstream || lastHeldMicros.map({ arrivalMicros &- $0 <= Self.heldBurstMicros }) == true
+        if held { lastHeldMicros = arrivalMicros }
+        // What the jitter buffer and the decoder add (`chunkDelays`), from the path measured now.
+        var relative: Float?
+        if !held, let base = arrivalBase, let first = firstArrivalMicros, arrivalMicros &- first >= 1_000_000,
+           mediaMicros >= pathStartMediaMicros || pathStartMediaMicros - mediaMicros > 10_000_000 {
+            let delay = Float(Double(Int64(bitPattern: arrivalMicros &- mediaMicros) - base) / 1000)
+            chunkDelays.add(delay, at: Double(arrivalMicros) / 1_000_000)
+            relative = delay
         }
         if !madeUpUpstream {
             statistics.chunks += 1
             if playing, let timeline = timelineMicros(ofMediaMicros: mediaMicros),
                Int64(bitPattern: arrivalMicros &- timeline) > Int64(effectiveTargetMicros - outputLeadMicros) {
                 statistics.lateChunks += 1
-                if let base = arrivalBase, mediaMicros >= pathStartMediaMicros {
-                    lateDelays.add(Float(Double(Int64(bitPattern: arrivalMicros &- mediaMicros) - base) / 1000),
-                                   at: Double(arrivalMicros) / 1_000_000)
-                }
+                if let relative { lateDelays.add(relative, at: Double(arrivalMicros) / 1_000_000) }
             }
         }
         defer { noteChunkBoundary() }

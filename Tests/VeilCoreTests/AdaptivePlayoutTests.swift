@@ -433,10 +433,12 @@ final class AdaptivePlayoutTests: XCTestCase {
         let reported = Self.runBehindUpstreamLosses(reporting: true)
         let chunks = 570  // the lossy part's received packets
         print("late upstream declarations: unreported target \(unreported.lossyTarget) µs, late \(unreported.lossyLate)/\(chunks); reported target \(reported.lossyTarget) µs, late \(reported.lossyLate)/\(chunks), declaration \(reported.playout.upstreamDeclarationMicros.map(String.init) ?? "none") µs; after the losses end \(reported.cleanTarget) µs")
-        // Without the reports the target covers only the jitter (40 ms + block + margin) until the
-        // packets held behind a loss come late; each late one then raises it (`lateDelays`), so
-        // only the first are late.
-        XCTAssertGreaterThan(unreported.lossyLate, reported.lossyLate)
+        // Without the reports the target covers only the jitter (40 ms + block + margin), and most
+        // losses make the packets held behind them late: a held packet's delay is the declaration's,
+        // which raises the target only as reported (else the jitter buffer's wait, derived from the
+        // target, would grow with it).
+        XCTAssertLessThan(unreported.lossyTarget, 60_000)
+        XCTAssertGreaterThan(unreported.lossyLate, 15)
         // With them: the declaration (90 ms after the lost packet's timeline time: 68 ms after the
         // next one's, less the 2 ms wait), wait and decoding, a block (on the packets' grid too:
         // the arrivals spread by more than a block).
