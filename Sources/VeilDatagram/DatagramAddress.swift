@@ -9,7 +9,7 @@ public struct DatagramAddress: Hashable, Sendable, CustomStringConvertible {
     /// `host` is a name (`localhost`, `studio.local`), an IPv4 address or an IPv6 address with or
     /// without brackets. Throws `DatagramError.resolution` when it does not resolve.
     public static func resolve(host: String, port: UInt16) throws -> [DatagramAddress] {
-        try System.resolve(host: Self.unbracketed(host), port: port, passive: false).map(DatagramAddress.init)
+        try System.resolve(host: Self.unbracketed(host), port: port, passive: false).map { DatagramAddress(socketAddress: $0) }
     }
 
     /// The numeric host: `127.0.0.1`, `::1`.

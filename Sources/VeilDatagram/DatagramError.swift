@@ -33,6 +33,7 @@ public struct DatagramError: Error, Equatable, Hashable, CustomStringConvertible
     /// A short stable name of the kind (`"refused"`, `"wouldBlock"`…), for counters and logs.
     public var kind: String { code.rawValue }
 
+    /// The detail, or the kind where there is none.
     public var description: String { detail.isEmpty ? kind : detail }
 
     public static func == (a: DatagramError, b: DatagramError) -> Bool { a.code == b.code }

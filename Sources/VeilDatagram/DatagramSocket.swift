@@ -28,22 +28,25 @@ public final class DatagramSocket: @unchecked Sendable {
     /// `.unreachable` when no address can be reached.
     public init(connectingTo host: String, port: UInt16) throws {
         var firstError: DatagramError?
+        var connected: (descriptor: Int32, peer: DatagramAddress, local: DatagramAddress)?
         for address in try DatagramAddress.resolve(host: host, port: port) {
             var descriptor: Int32 = -1
             do {
                 descriptor = try System.openSocket(for: address.socketAddress)
                 try System.connect(descriptor, to: address.socketAddress)
-                localAddress = DatagramAddress(socketAddress: try System.localAddress(of: descriptor))
-                self.descriptor = descriptor
-                peer = address
-                return
-            } catch let error as DatagramError {
+                connected = (descriptor, address, DatagramAddress(socketAddress: try System.localAddress(of: descriptor)))
+                break
+            } catch {
                 if descriptor >= 0 { System.close(descriptor) }
-                firstError = firstError ?? error
+                firstError = firstError ?? error as? DatagramError
             }
         }
-        throw firstError.map { DatagramError.unreachable.detailed("cannot reach \(host) port \(port): \($0.detail)") }
-            ?? DatagramError.unreachable.detailed("cannot reach \(host) port \(port)")
+        guard let connected else {
+            throw DatagramError.unreachable.detailed("cannot reach \(host) port \(port)\(firstError.map { ": \($0.detail)" } ?? "")")
+        }
+        descriptor = connected.descriptor
+        peer = connected.peer
+        localAddress = connected.local
     }
 
     /// A socket bound to `host` (a local address; empty for every local address) at `port` (0 for
@@ -83,7 +86,9 @@ public final class DatagramSocket: @unchecked Sendable {
 
     /// One datagram received: its bytes and who sent it.
     public struct Datagram: Equatable, Sendable {
+        /// The payload (at most the receive's `maximumBytes`).
         public var bytes: [UInt8]
+        /// Who sent it.
         public var source: DatagramAddress
         /// True when the datagram was longer than the receive's `maximumBytes` and was cut.
         public var truncated: Bool

@@ -10,7 +10,7 @@ enum System {
     /// interrupted by a signal; any other failure becomes the `DatagramError` of its errno, saying
     /// `what` was being done.
     @discardableResult
-    static func call<T: FixedWidthInteger>(_ what: @autoclosure () -> String, _ body: () -> T) throws -> T {
+    static func call<T: FixedWidthInteger & SignedInteger>(_ what: @autoclosure () -> String, _ body: () -> T) throws -> T {
         while true {
             let result = body()
             guard result == -1 else { return result }
@@ -112,7 +112,7 @@ enum System {
     /// Fixes the socket's peer: `send` goes there, and datagrams from elsewhere are not received.
     static func connect(_ descriptor: Int32, to address: [UInt8]) throws {
         try withSocketAddress(address) { pointer, length in
-            try call("connect to \(numericHostAndPort(of: address).host)") { Glibc.connect(descriptor, pointer, length) }
+            _ = try call("connect to \(numericHostAndPort(of: address).host)") { Glibc.connect(descriptor, pointer, length) }
         }
     }
 
@@ -126,7 +126,7 @@ enum System {
         }
         try withSocketAddress(address) { pointer, length in
             let (host, port) = numericHostAndPort(of: address)
-            try call("bind to \(host) port \(port)") { Glibc.bind(descriptor, pointer, length) }
+            _ = try call("bind to \(host) port \(port)") { Glibc.bind(descriptor, pointer, length) }
         }
     }
 
@@ -136,7 +136,7 @@ enum System {
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         try withUnsafeMutablePointer(to: &storage) { pointer in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                try call("getsockname") { getsockname(descriptor, address, &length) }
+                _ = try call("getsockname") { getsockname(descriptor, address, &length) }
             }
         }
         return withUnsafeBytes(of: &storage) { Array($0.prefix(Int(length))) }

@@ -27,10 +27,12 @@ public struct InteropEndpoint: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The protocol.
     public var kind: Kind
     /// A host name, an IPv4 address or an IPv6 address (without brackets); empty only for an
     /// endpoint parsed with `hostRequired: false` (every local address, for listening).
     public var host: String
+    /// The UDP port.
     public var port: UInt16
 
     /// An endpoint from its parts.

@@ -10,6 +10,7 @@ import VeilCore
 /// keeps the values of its last apply and a Live Link subject its last frame, rather than jumping
 /// to a neutral face and back at every dropout.
 public struct InteropFrameEncoder: Sendable {
+    /// The protocol encoded for.
     public let kind: InteropEndpoint.Kind
     /// The VMC encoder (its datagram size and bone positions).
     public var vmc: VMCEncoder

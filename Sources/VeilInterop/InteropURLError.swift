@@ -22,6 +22,7 @@ public struct InteropURLError: Error, Equatable, Hashable, CustomStringConvertib
     /// A short stable name of the kind.
     public var kind: String { code.rawValue }
 
+    /// The detail, or the kind where there is none.
     public var description: String { detail.isEmpty ? kind : detail }
 
     public static func == (a: InteropURLError, b: InteropURLError) -> Bool { a.code == b.code }

@@ -15,8 +15,9 @@ public final class InteropSender {
         public var framesSent = 0
         /// Lost frames, for which nothing is sent.
         public var framesLost = 0
-        /// Datagrams handed to the network, and their payload bytes.
+        /// Datagrams handed to the network.
         public var datagramsSent = 0
+        /// Their payload bytes (UDP and IP headers not counted).
         public var bytesSent = 0
         /// Datagrams dropped because the socket's send buffer was full.
         public var datagramsDropped = 0
@@ -27,12 +28,15 @@ public final class InteropSender {
         /// The most recent failure, refusal or encoding error, for the summary.
         public var lastFailure: String?
 
+        /// Nothing sent yet.
         public init() {}
     }
 
+    /// Where the frames go, as given.
     public let endpoint: InteropEndpoint
     /// The address the socket sends to (the endpoint's host resolved).
     public let address: DatagramAddress
+    /// What was sent, dropped and refused so far.
     public private(set) var statistics = Statistics()
     private var encoder: InteropFrameEncoder
     private let socket: DatagramSocket

@@ -62,7 +62,7 @@ func runTrack(_ argv: [String]) throws {
 
     let input = try TrackedInput(args.positionals[0], privacy: try args.privacyLevel())
     let framesPerSecond = Int32(input.framesPerSecond.rounded())
-    let senders = try endpoints.map { endpoint in
+    let senders = try endpoints.map { endpoint -> InteropSender in
         do {
             return try InteropSender(endpoint: endpoint, framesPerSecond: framesPerSecond, subjectName: subject)
         } catch {
@@ -86,7 +86,7 @@ func runTrack(_ argv: [String]) throws {
     summary.destinations = senders.map { TrackSummary.Destination(url: "\($0.endpoint)", address: "\($0.address)", statistics: $0.statistics) }
     if json {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         print(String(decoding: try encoder.encode(summary), as: UTF8.self))
     } else if !quiet {
         print(summary.table)
@@ -110,7 +110,8 @@ struct TrackSummary: Codable {
     var frames = 0
     var tracked = 0
     var lost = 0
-    var trackingMilliseconds = 0.0
+    /// Summed over the frames (the table shows the mean).
+    var trackingMillisecondsTotal = 0.0
     var destinations: [Destination] = []
 
     init(input: String, framesPerSecond: Double) { self.input = input; self.framesPerSecond = framesPerSecond }
@@ -118,7 +119,7 @@ struct TrackSummary: Codable {
     mutating func count(_ frame: TrackedInput.Frame) {
         frames += 1
         if frame.output.frame.state == .tracked { tracked += 1 } else { lost += 1 }
-        trackingMilliseconds += frame.trackingMilliseconds
+        trackingMillisecondsTotal += frame.trackingMilliseconds
     }
 
     var table: String {
@@ -126,7 +127,7 @@ struct TrackSummary: Codable {
             "input            \(input)",
             "frames           \(frames) at \(String(format: "%.3g", framesPerSecond)) fps",
             "tracked          \(tracked) (\(String(format: "%.1f", frames > 0 ? 100 * Double(tracked) / Double(frames) : 0)) %), lost \(lost)",
-            "tracking         \(frames > 0 ? String(format: "%.2f ms", trackingMilliseconds / Double(frames)) : "-") per frame",
+            "tracking         \(frames > 0 ? String(format: "%.2f ms", trackingMillisecondsTotal / Double(frames)) : "-") per frame",
         ]
         for destination in destinations {
             let s = destination.statistics
