@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "VeilTracking", targets: ["VeilTracking"]),
         .library(name: "VeilMedia", targets: ["VeilMedia"]),
         .library(name: "VeilInterop", targets: ["VeilInterop"]),
+        .library(name: "VeilInteropNetwork", targets: ["VeilInteropNetwork"]),
         .executable(name: "veil", targets: ["veil"]),
         .executable(name: "veil-privacy", targets: ["veil-privacy"]),
     ],
@@ -38,6 +39,12 @@ let package = Package(
         // Pure Swift: the avatar ecosystem's wire formats (OSC 1.0 and the VMC protocol, Live Link
         // Face), encoded and decoded without I/O; links nothing beyond VeilCore.
         .target(name: "VeilInterop", dependencies: ["VeilCore"]),
+        // UDP sockets over Glibc (every system call in System.swift): IPv4 and IPv6, getaddrinfo,
+        // sends that never block. No C type in its API.
+        .target(name: "VeilDatagram"),
+        // The avatar protocols over UDP: Veil's expression frames sent to VMC Marionettes and to
+        // Unreal's Live Link (`veil track --send`).
+        .target(name: "VeilInteropNetwork", dependencies: ["VeilInterop", "VeilDatagram", "VeilCore"]),
         // Pure Swift: pictures and faces. Images, landmarks, face geometry, head pose and the
         // expression estimator. The call layer (VeilCall) must not depend on it, even indirectly
         // (CallLayerSurfaceTests reads the package graph).
@@ -72,7 +79,7 @@ let package = Package(
                                "VeilServer", "VeilCall", "VeilConsole", "VeilInterop"]),
         .executableTarget(name: "veil",
                           dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall",
-                                         "VeilConsole", "VeilBench"]),
+                                         "VeilConsole", "VeilBench", "VeilInterop", "VeilInteropNetwork"]),
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
         .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
@@ -85,7 +92,9 @@ let package = Package(
         .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision", "VeilInterop"]),
         // python/: the independent OSC implementation (python-osc) the tests check Veil against.
         .testTarget(name: "VeilInteropTests", dependencies: ["VeilInterop", "VeilCore"], exclude: ["python"]),
-        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "veil"]),
+        .testTarget(name: "VeilDatagramTests", dependencies: ["VeilDatagram"]),
+        .testTarget(name: "VeilInteropNetworkTests", dependencies: ["VeilInteropNetwork", "VeilInterop", "VeilDatagram", "VeilCore"]),
+        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "VeilInterop", "VeilDatagram", "veil"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.
         .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilVision", "VeilRender", "VeilCairo", "veil"]),
     ],

@@ -8,10 +8,11 @@ struct UsageError: Error, CustomStringConvertible {
 }
 
 /// Minimal GNU-style argument parsing: positional arguments, `--name value`, `--name=value`,
-/// `-o value`, and boolean flags.
+/// `-o value`, and boolean flags. A valued option given more than once keeps every value
+/// (`values`); `value` is the last.
 struct Arguments {
     private(set) var positionals: [String] = []
-    private var options: [String: String] = [:]
+    private var options: [String: [String]] = [:]
     private var flags: Set<String> = []
 
     /// - Parameters:
@@ -37,20 +38,22 @@ struct Arguments {
                 guard inline == nil else { throw UsageError("--\(name) takes no value") }
                 flags.insert(name)
             } else if valued.contains(name) {
-                if let inline { options[name] = inline; continue }
+                if let inline { options[name, default: []].append(inline); continue }
                 guard i < args.count else { throw UsageError("--\(name) needs a value") }
-                options[name] = args[i]; i += 1
+                options[name, default: []].append(args[i]); i += 1
             } else {
                 throw UsageError("unknown option \(arg)")
             }
         }
     }
 
-    func value(_ name: String) -> String? { options[name] }
+    func value(_ name: String) -> String? { options[name]?.last }
+    /// Every value of a repeatable option, in the order given.
+    func values(_ name: String) -> [String] { options[name] ?? [] }
     func flag(_ name: String) -> Bool { flags.contains(name) }
 
     func int(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
-        guard let text = options[name] else { return fallback }
+        guard let text = value(name) else { return fallback }
         guard let v = Int(text), range.contains(v) else {
             throw UsageError("--\(name) must be a whole number in \(range.lowerBound)…\(range.upperBound), not \(text)")
         }
@@ -59,7 +62,7 @@ struct Arguments {
 
     /// `WIDTHxHEIGHT`, e.g. 640x480.
     func size(_ name: String, default fallback: (Int, Int)) throws -> (width: Int, height: Int) {
-        guard let text = options[name] else { return fallback }
+        guard let text = value(name) else { return fallback }
         let parts = text.lowercased().split(separator: "x").compactMap { Int($0) }
         guard parts.count == 2, (16...4096).contains(parts[0]), (16...4096).contains(parts[1]),
               parts[0] % 2 == 0, parts[1] % 2 == 0 else {
@@ -71,7 +74,7 @@ struct Arguments {
     /// `--privacy strict|standard|off` (`--full-expression` is `off`); `PrivacyLevel.default` when
     /// neither is given.
     func privacyLevel() throws -> PrivacyLevel {
-        let named = try options["privacy"].map { text -> PrivacyLevel in
+        let named = try value("privacy").map { text -> PrivacyLevel in
             guard let level = PrivacyLevel(name: text) else {
                 throw UsageError("--privacy must be \(PrivacyLevel.allCases.map(\.rawValue).joined(separator: ", ")), not \(text)")
             }

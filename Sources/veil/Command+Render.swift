@@ -113,9 +113,8 @@ struct RenderJob {
     }
 
     func run() throws -> Summary {
-        let source = try openSource(input)
-        let tracker = try MediaPipeFaceTracker()
-        let capture = ExpressionCapture(tracker: tracker, privacy: privacy)
+        let tracked = try TrackedInput(input, privacy: privacy)
+        let source = tracked.source
         let avatarSize = evenSize(size ?? source.size)
         let outputSize = (width: avatarSize.width * (sideBySide ? 2 : 1), height: avatarSize.height)
         let canvas = try CairoCanvas(width: outputSize.width, height: outputSize.height)
@@ -136,14 +135,11 @@ struct RenderJob {
         defer { try? jsonl?.close() }
 
         var summary = Summary(input: input, output: output)
-        let progress = ProgressBar(total: source.isLive ? nil : source.estimatedFrameCount.map { min($0, maxFrames) },
-                                   label: "render", quiet: quiet)
-        var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
+        let progress = ProgressBar(total: tracked.expectedFrames(maxFrames: maxFrames), label: "render", quiet: quiet)
         var out = RGBImage(width: outputSize.width, height: outputSize.height)
         var lastShown = VeilCore.Expression.neutral
-        while summary.frames < maxFrames, try source.read(into: &frame) {
-            let t0 = monotonicMilliseconds()
-            let result = try capture.process(frame.image, captureTimeMicros: frame.timestampMicros)
+        try tracked.forEachFrame(maxFrames: maxFrames) { frame in
+            let result = frame.output
             let t1 = monotonicMilliseconds()
             // The avatar is drawn only from what a receiver gets: the decoded bytes.
             let bytes = result.frame.encoded()
@@ -152,7 +148,7 @@ struct RenderJob {
             let avatarRect = Rect(x: Float(sideBySide ? avatarSize.width : 0), y: 0,
                                   width: Float(avatarSize.width), height: Float(avatarSize.height))
             if sideBySide {
-                drawInspection(frame.image, tracking: result.tracking,
+                drawInspection(frame.video.image, tracking: result.tracking,
                                rect: Rect(x: 0, y: 0, width: Float(avatarSize.width), height: Float(avatarSize.height)), on: canvas)
             }
             renderer.render(received.state == .tracked ? received.expression : lastShown, into: canvas, rect: avatarRect,
@@ -164,27 +160,21 @@ struct RenderJob {
             canvas.copy(into: &out)
             let t2 = monotonicMilliseconds()
             if still { try ImageIO.savePNG(out, to: URL(fileURLWithPath: output)) } else { try writer?.write(out) }
-            onFrame?(summary.frames, received, frame.image, result.tracking.landmarks?.boundingBox)
+            onFrame?(summary.frames, received, frame.video.image, result.tracking.landmarks?.boundingBox)
             if let jsonl { jsonl.write(Data((expressionLine(received, frame: summary.frames, bytes: bytes.count, confidence: result.tracking.confidence) + "\n").utf8)) }
 
             summary.frames += 1
             if received.state == .tracked { summary.trackedFrames += 1 }
             if result.tracking.ranDetection { summary.detections += 1 }
-            summary.trackingMilliseconds.append(t1 - t0)
+            summary.trackingMilliseconds.append(frame.trackingMilliseconds)
             summary.renderMilliseconds.append(t2 - t1)
             summary.wireBytes.append(bytes.count)
             progress.update(summary.frames)
+            return true
         }
         progress.finish()
         if summary.frames > 0 { try writer?.finish() }
         return summary
-    }
-
-    private func openSource(_ path: String) throws -> VideoSource {
-        if !path.hasPrefix("/dev/video") && !path.contains("%") && !FileManager.default.isReadableFile(atPath: path) {
-            throw VeilError.invalidInput("cannot read \(path): no such file, or not readable")
-        }
-        return try VideoSource.open(path)
     }
 
     /// The input frame with what the tracker found: face rectangle and landmark regions.

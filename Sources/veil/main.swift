@@ -17,6 +17,7 @@ USAGE: veil <command> [options]
 
 COMMANDS:
   render INPUT -o OUTPUT   Track the face in a video, image, image sequence or camera and render the avatar.
+  track INPUT --send URL   Track a face and send its expressions to VSeeFace (vmc://) or Unreal (livelink://).
   synth PHOTO -o CLIP      Make a talking-face clip with ground truth from a photo (for tests and benchmarks).
   call --server URL ...    Join a room: your voice and expressions out, the others' avatars in.
   serve                    Run the room server (WebSocket signaling, rooms, tokens).
@@ -35,7 +36,7 @@ struct Command {
     let run: ([String]) throws -> Void
 }
 
-let commands: [Command] = [renderCommand, synthCommand, callCommand, serveCommand, tokenCommand, rigCommand, demoCommand, benchCommand]
+let commands: [Command] = [renderCommand, trackCommand, synthCommand, callCommand, serveCommand, tokenCommand, rigCommand, demoCommand, benchCommand]
 
 func main() -> Int32 {
     let args = Array(CommandLine.arguments.dropFirst())

@@ -5,9 +5,18 @@
   osc_peer.py build   stdin: JSON {"blend": {name: value}, "head": [x, y, z, w], "time": t};
                       stdout: JSON {"datagrams": [hex], "messages": [...]}: a general bundle (nested,
                       every type) and a VMC frame built with python-osc's builders
+  osc_peer.py serve   a VMC Marionette built on python-osc's UDP server and dispatcher, on
+                      127.0.0.1 (port argv[2], default 0: any free one); stdout: JSON lines, first
+                      {"listening": port}, then one per /VMC/Ext/Blend/Apply: {"frame": n, "datagrams":
+                      received so far, "time": last /VMC/Ext/T, "blend": {name: value} since the last
+                      apply, "bones": {name: [px, py, pz, qx, qy, qz, qw]} since the last apply,
+                      "ok": last /VMC/Ext/OK}; ends when stdin closes (or after argv[3] seconds,
+                      default 300)
 """
 import json
 import sys
+import threading
+import time
 
 from pythonosc.osc_bundle_builder import IMMEDIATELY, OscBundleBuilder
 from pythonosc.osc_message_builder import OscMessageBuilder
@@ -72,5 +81,66 @@ def build():
                "messages": [[describe(t.message) for t in OscPacket(d).messages] for d in datagrams]}, sys.stdout)
 
 
+def serve():
+    from pythonosc.dispatcher import Dispatcher
+    from pythonosc.osc_server import BlockingOSCUDPServer
+
+    port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    limit = float(sys.argv[3]) if len(sys.argv) > 3 else 300.0
+    state = {"frame": 0, "datagrams": 0, "time": None, "ok": None, "blend": {}, "bones": {}}
+
+    def on_blend(address, name, value):
+        state["blend"][name] = value
+
+    def on_bone(address, name, *values):
+        state["bones"][name] = list(values)
+
+    def on_time(address, value):
+        state["time"] = value
+
+    def on_ok(address, *values):
+        state["ok"] = values[0] if values else None
+
+    def on_apply(address, *args):
+        line = {"frame": state["frame"], "datagrams": state["datagrams"], "time": state["time"], "ok": state["ok"],
+                "blend": state["blend"], "bones": state["bones"]}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+        state["frame"] += 1
+        state["blend"], state["bones"] = {}, {}
+
+    dispatcher = Dispatcher()
+    dispatcher.map("/VMC/Ext/Blend/Val", on_blend)
+    dispatcher.map("/VMC/Ext/Bone/Pos", on_bone)
+    dispatcher.map("/VMC/Ext/Root/Pos", on_bone)
+    dispatcher.map("/VMC/Ext/T", on_time)
+    dispatcher.map("/VMC/Ext/OK", on_ok)
+    dispatcher.map("/VMC/Ext/Blend/Apply", on_apply)
+    server = BlockingOSCUDPServer(("127.0.0.1", port), dispatcher)
+    # Counted before python-osc dispatches the datagram's messages (an apply then sees its own).
+    handle = server.finish_request
+
+    def counted(request, client_address):
+        state["datagrams"] += 1
+        handle(request, client_address)
+
+    server.finish_request = counted
+    server.timeout = 0.1
+    closed = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
+    sys.stdout.write(json.dumps({"listening": server.server_address[1]}) + "\n")
+    sys.stdout.flush()
+    deadline = time.monotonic() + limit
+    while not closed.is_set() and time.monotonic() < deadline:
+        server.handle_request()
+    # What arrived before stdin closed and is still queued.
+    server.timeout = 0.2
+    while True:
+        before = state["datagrams"]
+        server.handle_request()
+        if state["datagrams"] == before:
+            break
+
+
 if __name__ == "__main__":
-    {"parse": parse, "build": build}[sys.argv[1] if len(sys.argv) > 1 else ""]()
+    {"parse": parse, "build": build, "serve": serve}[sys.argv[1] if len(sys.argv) > 1 else ""]()
