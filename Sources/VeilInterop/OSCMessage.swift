@@ -10,6 +10,21 @@ public struct OSCMessage: Equatable, Sendable {
         self.address = address; self.arguments = arguments
     }
 
+    /// The size of `encoded()`, counted without encoding (a sender packing messages into
+    /// datagrams measures each one).
+    public var encodedCount: Int {
+        func stringSize(_ string: String) -> Int { OSCEncoding.paddedStringSize(string.utf8.lazy.filter { $0 != 0 }.count) }
+        var size = stringSize(address) + OSCEncoding.paddedStringSize(1 + arguments.count)
+        for argument in arguments {
+            switch argument {
+            case .int32, .float32: size += 4
+            case .string(let value): size += stringSize(value)
+            case .blob(let data): size += 4 + (data.count + 3) / 4 * 4
+            }
+        }
+        return size
+    }
+
     /// The message's bytes: the address and the type tag string (`,` then one tag per argument)
     /// as OSC-strings, then each argument; every part a multiple of 4 bytes.
     public func encoded() -> [UInt8] {

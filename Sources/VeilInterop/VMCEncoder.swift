@@ -62,7 +62,7 @@ public struct VMCEncoder: Sendable {
         var current: [OSCBundle.Element] = []
         var size = OSCBundle.headerBytes
         for message in messages(for: update) {
-            let elementSize = 4 + message.encoded().count
+            let elementSize = 4 + message.encodedCount
             if !current.isEmpty, size + elementSize > options.maximumDatagramBytes {
                 bundles.append(OSCBundle(timeTag: timeTag, elements: current))
                 current = []
