@@ -72,7 +72,11 @@ final class AudioPlayoutStage: Sendable {
 
     /// `jitterBufferWaitMicros`: the RTP jitter buffer's wait for a missing packet until the
     /// playout first retunes it (its `latency` as created).
+    /// The playout thread's clock is its own (every output takes blocks of any length), so the
+    /// playout may shorten blocks (`shortensBlocks`).
     init(configuration: AdaptivePlayout.Configuration, jitterBufferWaitMicros: UInt64) {
+        var configuration = configuration
+        configuration.shortensBlocks = true
         state = Mutex(State(playout: AdaptivePlayout(configuration: configuration), jitterBufferWaitMicros: jitterBufferWaitMicros))
     }
 
@@ -205,7 +209,8 @@ final class AudioPlayoutStage: Sendable {
                 }
                 output.retune(wait)
             }
-            next += Self.blockMicros
+            // Blocks are as long as the playout makes them (`shortensBlocks`).
+            next += UInt64(block.samples.count) * 1_000_000 / 48_000
             // Far behind (the machine stalled this thread): resume from now rather than
             // bursting blocks out; the playout conceals what the stall cost.
             let now = Self.now()

@@ -10,12 +10,27 @@
 /// - **Target delay.** Every packet's arrival is compared with its media time:
 ///   how much later than the fastest packet of the last seconds it came is its arrival delay, as
 ///   in NetEq, measured where packets enter the RTP jitter buffer so that the buffer's own waits
-///   for a lost packet do not feed back into it. The target is a high quantile
-///   (99 %) of those delays over the last seconds, plus one output block (a block that straddles
-///   two chunks needs the later one) and a small margin; how early the output takes blocks before
-///   they are heard (`outputLeadMicros`, the sound server's buffer) comes on top. A clean path
-///   settles near 15 ms before the output's lead, a jittery one above its jitter; when the jitter
-///   ends, the window forgets it within `windowSeconds`.
+///   for a lost packet do not feed back into it. The target is a high quantile (99 %) of those
+///   delays over the last seconds, plus a small margin, plus one output block unless the blocks
+///   are read on the packets' grid (below); how early the output takes blocks before they are
+///   heard (`outputLeadMicros`, the sound server's buffer) comes on top. A clean path settles near
+///   5 ms before the output's lead, a jittery one above its jitter; when the jitter ends, the
+///   window forgets it within `windowSeconds`.
+/// - **Blocks on the packets' grid.** A block that starts where a packet starts (or on the block
+///   grid inside it: 20 ms packets hold two 10 ms blocks) needs only that packet; one that
+///   straddles two needs the later one, a block's time later. While the received chunks all begin
+///   on one grid of block-sized steps (`gridPhase`), the playout keeps its reading position on it:
+///   it starts there, a catch-up or a skip of near-silence lands there, and a near-silent block
+///   that is off the grid skips to it. On the grid the target goes without the block as far as
+///   the arrival delays do not spread (`alignmentCreditMicros`: on a jittery path the block stays,
+///   a margin for the quantile's estimate); a pitch period stretched in speech leaves the grid,
+///   and the target takes the block back until the next pause. Without the block nothing covers
+///   what the jitter buffer and the decoder add, so on the grid the delays are also measured
+///   where decoded chunks reach the playout (`chunkDelays`), and a chunk that came after its time
+///   counts at once (`lateDelays`). The grid is used only while the path loses nothing (no audio
+///   made up upstream within the window): chunks held behind a lost packet come in a burst that
+///   is not told apart surely from late ones, and a lossy path's target is the declaration's
+///   (below), which is higher anyway.
 /// - **A stream shown with the voice.** The avatar is drawn at the moment of the voice being heard,
 ///   and interpolating there needs the expression frame captured after that moment. When those
 ///   frames come later than that (mostly after lost frames), the target is raised to the 95th
@@ -76,6 +91,12 @@ public struct AdaptivePlayout: Sendable {
         /// The share of the window's upstream loss declarations the target covers: all of them, since
         /// a window holds few (15 in 6 s at 5 % loss) and every packet held behind a later one is late.
         public var upstreamDeclarationQuantile = 1.0
+        /// Whether the output takes blocks of any length, its clock being the playout's own (a
+        /// thread of its own, a callback): on the chunks' grid the delay can otherwise only be what
+        /// the output's clock gives it, up to a block above the target, and a near-silent block is
+        /// then shortened by that excess, so that the output's clock moves and the reading stays on
+        /// the grid. A sound card that pulls blocks of one size leaves it off.
+        public var shortensBlocks = false
 
         public init(sampleRate: Int = 48_000, blockSamples: Int = 480, fixedDelayMicros: UInt64? = nil) {
             self.sampleRate = sampleRate
@@ -168,6 +189,22 @@ public struct AdaptivePlayout: Sendable {
     private var upstreamDeclarations: SlidingPercentile
     /// The intervals between a synced stream's frames (ms): their median is the stream's usual one.
     private var syncedIntervals: SlidingPercentile
+    /// The same for decoded chunks where they reach the playout, after the stream's first second
+    /// (ms): what the RTP jitter buffer and the decoder add. Chunks held behind a lost packet are
+    /// not counted (their wait is the declaration's, `upstreamConcealed`).
+    private var chunkDelays: SlidingPercentile
+    /// When audio made up upstream, or a chunk held behind it, was last inserted: chunks that
+    /// follow within `heldBurstMicros` were held with it.
+    private var lastHeldMicros: UInt64?
+    static let heldBurstMicros: UInt64 = 2_000
+    /// The chunk delays (ms, as `chunkDelays`) of the chunks that came after their playout time:
+    /// the target covers the latest of the window at once, rather than once a quantile's share
+    /// of arrivals came as late (after a step in the path's delay, each of those was one more
+    /// concealment).
+    private var lateDelays: SlidingPercentile
+    /// The media time of the first packet of the path measured now: chunks before it came the
+    /// old, slower way (the burst the jitter buffer still held when the path got faster).
+    private var pathStartMediaMicros: UInt64 = 0
     /// Arrival minus media time of the first packet (µs): what `arrivalDelays` count from.
     private var arrivalBase: Int64?
     private var firstArrivalMicros: UInt64?
@@ -196,11 +233,20 @@ public struct AdaptivePlayout: Sendable {
     private var concealedBlocks = 0
     /// Blocks since the last acceleration of speech (speech is accelerated at most every other block).
     private var blocksSinceSpeechAcceleration = 0
+    /// Where received chunks begin, modulo a block (samples): the grid on which a block needs only
+    /// one chunk. Nil until two chunk boundaries agree, and while they do not (chunks of another length).
+    private var gridPhase: Int?
+    /// The position modulo a block of the last chunk boundary seen.
+    private var lastBoundaryPhase: Int?
+    /// What the target may go without while blocks are read on the grid (µs) when last measured.
+    private var lastMeasuredCreditMicros: UInt64 = 0
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         arrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
         allArrivalDelays = SlidingPercentile(seconds: configuration.windowSeconds)
+        chunkDelays = SlidingPercentile(seconds: configuration.windowSeconds)
+        lateDelays = SlidingPercentile(seconds: configuration.windowSeconds)
         syncedNeeds = SlidingPercentile(seconds: configuration.windowSeconds)
         syncedIntervals = SlidingPercentile(seconds: configuration.windowSeconds)
         upstreamDeclarations = SlidingPercentile(seconds: configuration.windowSeconds)
@@ -226,8 +272,15 @@ public struct AdaptivePlayout: Sendable {
         UInt64(bitPattern: Int64(bitPattern: origin) &+ position * 1_000_000 / rate)
     }
 
-    /// The delay the playout aims at now (µs), the output's lead included.
+    /// The delay the playout aims at now (µs), the output's lead included, for blocks that may
+    /// straddle two chunks (`statistics.targetDelayMicros` has the target for where it reads).
     public var targetDelayMicros: UInt64 { bufferTargetMicros + outputLeadMicros }
+
+    /// The target for the next block where the playout reads now (µs, the output's lead included):
+    /// a block less on the chunks' grid.
+    private var effectiveTargetMicros: UInt64 {
+        targetDelayMicros - (readsOnGrid ? min(alignmentCreditMicros, bufferTargetMicros) : 0)
+    }
 
     /// Arrival minus media time of the fastest packet of the window (µs); the first packet's until
     /// a second of arrivals is known, nil before any packet arrived. The timeline is media time
@@ -251,14 +304,92 @@ public struct AdaptivePlayout: Sendable {
     }
 
     /// The target the arrivals and the floors ask for (µs); nil while fewer than 25 arrivals are known.
-    private var measuredTargetMicros: UInt64? {
+    private var measuredTargetMicros: UInt64? { measuredTargets?.straddling }
+
+    /// The target the arrivals and the floors ask for (µs), for blocks that may straddle two chunks
+    /// and for blocks read on the chunks' grid; nil while fewer than 25 arrivals are known.
+    private var measuredTargets: (straddling: UInt64, aligned: UInt64)? {
         guard arrivalDelays.count >= 25, let fastest = allArrivalDelays.value(at: 0),
-              let slow = arrivalDelays.value(at: configuration.quantile) else { return nil }
-        let quantile = slow - fastest
-        // A block straddling two chunks needs the later one: one block more than the arrival delay.
-        let target = max(UInt64(max(Double(quantile), 0) * 1000) + blockMicros + configuration.marginMicros, syncedStreamFloorMicros,
-                         upstreamLossFloorMicros)
-        return min(max(target, configuration.minimumDelayMicros), configuration.maximumDelayMicros)
+              let quantile = arrivalDelays.value(at: configuration.quantile) else { return nil }
+        let clamp = { (target: UInt64) in min(max(target, self.configuration.minimumDelayMicros), self.configuration.maximumDelayMicros) }
+        let margin = configuration.marginMicros
+        let above = { (delay: Float) in UInt64(max(Double(delay - fastest), 0) * 1000) + margin }
+        // A block straddling two chunks needs the later one: one block more than the arrival delay,
+        // for the packets as for the first one held behind a loss (`upstreamLossFloorMicros`).
+        let floor = upstreamLossFloorMicros
+        // A chunk that came after its time (a step in the path's delay) counts at once, rather than
+        // once a quantile's share of arrivals came as late (each of those one more concealment).
+        var slow = quantile
+        if let late = lateDelays.value(at: 1) { slow = max(slow, late) }
+        let straddling = clamp(max(above(slow) + blockMicros, syncedStreamFloorMicros, floor))
+        // The grid only while the path loses nothing: packets held behind a lost one reach the
+        // playout in a burst that is not told apart surely from a late packet, and what they
+        // would ask of the aligned target is the declaration's (already above it).
+        guard upstreamDeclarations.count == 0 else { return (straddling, straddling) }
+        // On the grid the jitter buffer's and decoder's own delays count, since no block's time is
+        // left to cover them.
+        var slowest = slow
+        if chunkDelays.count >= 25, let decoded = chunkDelays.value(at: configuration.quantile) { slowest = max(slowest, decoded) }
+        // The block doubles as a margin for the quantile, which a window of a few hundred arrivals
+        // estimates the less surely the more they spread: it is kept as far as the 50th and 95th
+        // percentiles lie apart, so that a clean path goes without it and a jittery one keeps it.
+        let spread = Double((arrivalDelays.value(at: 0.95) ?? quantile) - (arrivalDelays.value(at: 0.5) ?? quantile))
+        let kept = min(UInt64(max(spread, 0) * 1000), blockMicros)
+        let aligned = clamp(max(above(slowest) + kept, syncedStreamFloorMicros))
+        return (straddling, min(aligned, straddling))
+    }
+
+    /// What the target goes without while blocks are read on the chunks' grid (µs): the block a
+    /// straddling block waits for, less what the avatar's frames ask anyway; 0 for a fixed delay.
+    private var alignmentCreditMicros: UInt64 {
+        guard configuration.fixedDelayMicros == nil else { return 0 }
+        if let targets = measuredTargets { return targets.straddling - targets.aligned }
+        return lastMeasuredTargetMicros != nil ? lastMeasuredCreditMicros : 0
+    }
+
+    /// Whether the next block is read on the chunks' grid (within a sample, for timestamps rounded to µs).
+    private var readsOnGrid: Bool {
+        guard let grid = gridPhase else { return false }
+        return Self.circularDistance(phase(of: bufferStart + Int64(read)), grid, modulo: blockSamples) <= 1
+    }
+
+    /// `position` modulo a block, in 0..<blockSamples.
+    private func phase(of position: Int64) -> Int {
+        let b = Int64(blockSamples)
+        return Int(((position % b) + b) % b)
+    }
+
+    static func circularDistance(_ a: Int, _ b: Int, modulo m: Int) -> Int {
+        let d = abs(a - b) % m
+        return min(d, m - d)
+    }
+
+    /// A chunk boundary is at the end of the buffer: the grid holds while boundaries agree.
+    private mutating func noteChunkBoundary() {
+        let boundary = phase(of: bufferStart + Int64(buffer.count))
+        if let last = lastBoundaryPhase, Self.circularDistance(boundary, last, modulo: blockSamples) <= 1 {
+            gridPhase = boundary
+        } else {
+            gridPhase = nil
+        }
+        lastBoundaryPhase = boundary
+    }
+
+    /// The samples to leave out after the next block so that the block after it is read on the
+    /// grid: the most that keeps the delay no more than 1 ms below the target on the grid (where
+    /// the playout would expand), at least `least` and at most `most`; nil when the grid is unknown
+    /// or worth nothing (no credit), or no such amount exists. `errorSamples` is the error against
+    /// the target for where the playout reads now. On the grid the delay moves in blocks: it
+    /// settles within a block above the target, where the output's clock puts the grid.
+    private func aligningSkip(errorSamples: Int, least: Int, most: Int) -> Int? {
+        guard let grid = gridPhase, alignmentCreditMicros > 0 else { return nil }
+        let credit = readsOnGrid ? 0 : Int(Int64(alignmentCreditMicros) * rate / 1_000_000)
+        let upper = min(most, errorSamples + credit + Int(rate) / 1000)
+        let next = phase(of: bufferStart + Int64(read + blockSamples))
+        var skip = (grid - next + blockSamples) % blockSamples
+        if skip < least { skip += blockSamples * ((least - skip + blockSamples - 1) / blockSamples) }
+        guard skip <= upper else { return nil }
+        return skip + blockSamples * ((upper - skip) / blockSamples)
     }
 
     /// What losses declared upstream ask of the voice's delay (µs): the declaration delay, the
@@ -359,6 +490,9 @@ public struct AdaptivePlayout: Sendable {
             // the old, slower path and would read as jitter. Start the measurement over.
             arrivalDelays.removeAll()
             allArrivalDelays.removeAll()
+            chunkDelays.removeAll()
+            lateDelays.removeAll()
+            pathStartMediaMicros = mediaMicros
             upstreamDeclarations.removeAll()
         }
         allArrivalDelays.add(relative, at: seconds)
@@ -380,18 +514,36 @@ public struct AdaptivePlayout: Sendable {
         // A run of made-up audio that comes while the playout conceals the same gap continues it.
         if madeUpUpstream, !lastChunkMadeUp, !concealing { statistics.concealmentEvents += 1 }
         lastChunkMadeUp = madeUpUpstream
+        // Held behind a lost packet: its wait is the declaration's, which `upstreamConcealed`
+        // measures; counted here too, it would raise the target, the wait derived from it, and
+        // the declaration with it.
+        let held = madeUpUpstream || lastHeldMicros.map({ arrivalMicros &- $0 <= Self.heldBurstMicros }) == true
+        if held { lastHeldMicros = arrivalMicros }
+        // What the jitter buffer and the decoder add (`chunkDelays`), from the path measured now.
+        var relative: Float?
+        if !held, let base = arrivalBase, let first = firstArrivalMicros, arrivalMicros &- first >= 1_000_000,
+           mediaMicros >= pathStartMediaMicros || pathStartMediaMicros - mediaMicros > 10_000_000 {
+            let delay = Float(Double(Int64(bitPattern: arrivalMicros &- mediaMicros) - base) / 1000)
+            chunkDelays.add(delay, at: Double(arrivalMicros) / 1_000_000)
+            relative = delay
+        }
         if !madeUpUpstream {
             statistics.chunks += 1
             if playing, let timeline = timelineMicros(ofMediaMicros: mediaMicros),
-               Int64(bitPattern: arrivalMicros &- timeline) > Int64(bufferTargetMicros) {
+               Int64(bitPattern: arrivalMicros &- timeline) > Int64(effectiveTargetMicros - outputLeadMicros) {
                 statistics.lateChunks += 1
+                // Not while the path loses packets: the late ones are then mostly those held behind
+                // a loss, whose wait the declaration floor covers (`upstreamLossFloorMicros`).
+                if let relative, upstreamDeclarations.count == 0 { lateDelays.add(relative, at: Double(arrivalMicros) / 1_000_000) }
             }
         }
+        defer { noteChunkBoundary() }
         guard let origin = originMicros else {
             originMicros = mediaMicros
             bufferStart = 0
             buffer = samples
             read = 0
+            lastBoundaryPhase = 0
             return
         }
         let start = position(ofMicros: mediaMicros, origin: origin)
@@ -428,6 +580,7 @@ public struct AdaptivePlayout: Sendable {
         bufferStart = 0
         buffer = samples
         read = 0
+        lastBoundaryPhase = 0
         playing = false
         concealing = false
         concealedBlocks = 0
@@ -446,16 +599,22 @@ public struct AdaptivePlayout: Sendable {
         // A synced stream that stopped (the sender's camera is off) stops holding the voice back.
         syncedNeeds.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
         upstreamDeclarations.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
-        if let measured = measuredTargetMicros { lastMeasuredTargetMicros = measured }
-        let target = targetDelayMicros
-        statistics.targetDelayMicros = target
+        lateDelays.forget(before: Double(playoutMicros) / 1_000_000 - configuration.windowSeconds)
+        if let measured = measuredTargets {
+            lastMeasuredTargetMicros = measured.straddling
+            lastMeasuredCreditMicros = measured.straddling - measured.aligned
+        }
+        statistics.targetDelayMicros = effectiveTargetMicros
         guard let origin = originMicros, let anchor = anchorMicros else {
             return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
         }
-        // The next sample to play: its media and timeline times, and how much later than the target it would play.
+        // The next sample to play: its media and timeline times, and how much later than the
+        // target for where it is read it would play.
         func reading() -> (media: UInt64, timeline: UInt64, error: Int64) {
             let media = micros(ofPosition: bufferStart + Int64(read), origin: origin)
             let timeline = UInt64(bitPattern: Int64(bitPattern: media) &+ anchor)
+            let target = effectiveTargetMicros
+            statistics.targetDelayMicros = target
             return (media, timeline, Int64(bitPattern: playoutMicros &- timeline) - Int64(target))
         }
         var (readMedia, readMicros, error) = reading()
@@ -463,12 +622,20 @@ public struct AdaptivePlayout: Sendable {
             // (Re)start: wait in silence until the first sample would play at the target delay,
             // and the first packets have shown where the fastest ones stand.
             let arriving = firstArrivalMicros.map { latestArrivalMicros &- $0 } ?? 0
-            guard error >= -Int64(blockMicros) / 2, arriving >= Self.arrivalsBeforeStartMicros else {
+            // On the grid the delay can only be what the output's clock gives it, in blocks: the
+            // first that is not below the target (by more than the playout would expand).
+            let earliest = readsOnGrid ? -1_000 : -Int64(blockMicros) / 2
+            guard error >= earliest, arriving >= Self.arrivalsBeforeStartMicros else {
                 return Block(samples: silence(), timelineMicros: nil, mediaMicros: nil, kind: .silence)
             }
             // Later than the target already (stale audio at the start): what nobody has heard yet
             // is left out, so that the first block plays at the target.
-            let stale = min(Int(error * rate / 1_000_000), buffer.count - read - blockSamples)
+            var stale = min(Int(error * rate / 1_000_000), buffer.count - read - blockSamples)
+            // Onto the grid, when that leaves something out.
+            if let grid = gridPhase, stale > 0 {
+                let off = (phase(of: bufferStart + Int64(read + stale)) - grid + blockSamples) % blockSamples
+                if off <= stale { stale -= off }
+            }
             if stale > 0 {
                 read += stale
                 statistics.droppedSamples += stale
@@ -507,13 +674,24 @@ public struct AdaptivePlayout: Sendable {
             // More than 100 ms late (the start after a burst that queued while the connection came
             // up, a path that got much faster): stretching would take seconds, so the excess is
             // left out at once, with a cross-fade, down to just above the target.
-            let removed = min(errorSamples - Int(rate) / 1000, available - n)
+            let removed = aligningSkip(errorSamples: errorSamples, least: fadeSamples, most: available - n)
+                ?? min(errorSamples - Int(rate) / 1000, available - n)
             output = Self.joined(Array(buffer[read..<read + n + removed]), skipping: removed, outputCount: n, fade: fadeSamples)
             read += n + removed
             statistics.acceleratedSamples += removed
             kind = .accelerated(removed: removed)
             skippedMicros = UInt64(removed) * 1_000_000 / UInt64(rate)
-        } else if errorSamples > above, available >= n + shortestPeriod,
+        } else if configuration.shortensBlocks, errorSamples > below, errorSamples < n, readsOnGrid, alignmentCreditMicros > 0,
+                  Self.rms(buffer[read..<read + n]) < Self.quiet {
+            // On the grid and above the target: a shorter block, so that the output's clock moves
+            // instead of the reading position.
+            output = Self.joined(Array(buffer[read..<read + n]), skipping: errorSamples, outputCount: n - errorSamples,
+                                 fade: min(fadeSamples, n - errorSamples))
+            read += n
+            statistics.acceleratedSamples += errorSamples
+            statistics.playedSamples -= errorSamples
+            kind = .accelerated(removed: errorSamples)
+        } else if errorSamples > above || (gridPhase != nil && !readsOnGrid && alignmentCreditMicros > 0), available >= n + shortestPeriod,
            let (removed, samples) = accelerated(by: errorSamples, available: available) {
             output = samples
             read += n + removed
@@ -532,7 +710,7 @@ public struct AdaptivePlayout: Sendable {
         if concealing {
             // Join the concealment's continuation to the data that came back.
             let continuation = concealment(count: fadeSamples)
-            for i in 0..<fadeSamples {
+            for i in 0..<min(fadeSamples, output.count) {
                 let w = Float(i + 1) / Float(fadeSamples + 1)
                 output[i] = continuation[i] * (1 - w) + output[i] * w
             }
@@ -544,19 +722,30 @@ public struct AdaptivePlayout: Sendable {
     }
 
     /// Plays `n` samples from `n + removed` of the input: near-silence loses up to what the error
-    /// asks (within one block), speech one pitch period that resembles the next.
+    /// asks (within one block), speech one pitch period that resembles the next. Near-silence read
+    /// off the chunks' grid skips onto it, also when the delay is within its band.
     private mutating func accelerated(by errorSamples: Int, available: Int) -> (Int, [Float])? {
         let n = blockSamples
         let most = min(available - n, n)
         let input = buffer[read..<read + n + most]
+        let above = Int(rate) * 5 / 1000
         if Self.rms(input) < Self.quiet {
+            // Near-silence is joined inaudibly however little is left out.
+            if let removed = aligningSkip(errorSamples: errorSamples, least: 1, most: most) {
+                return (removed, Self.joined(Array(input), skipping: removed, outputCount: n, fade: fadeSamples))
+            }
+            // On the grid, a skip of less than a block would leave it for a higher target.
+            guard errorSamples > above, !readsOnGrid || alignmentCreditMicros == 0 else { return nil }
             // Down to just above the target.
             let removed = min(errorSamples - Int(rate) / 1000, most)
             guard removed >= fadeSamples else { return nil }
             return (removed, Self.joined(Array(input), skipping: removed, outputCount: n, fade: fadeSamples))
         }
-        // A period no longer than the excess, so that the delay does not fall below the target.
-        let longest = min(most, longestPeriod, errorSamples - Int(rate) / 1000)
+        guard errorSamples > above else { return nil }
+        // A period no longer than the excess, so that the delay does not fall below the target
+        // (on the grid, the target a block higher that leaving it brings).
+        let credit = readsOnGrid ? Int(Int64(alignmentCreditMicros) * rate / 1_000_000) : 0
+        let longest = min(most, longestPeriod, errorSamples - credit - Int(rate) / 1000)
         guard blocksSinceSpeechAcceleration >= 2, longest >= shortestPeriod else { return nil }
         let segment = Array(input)
         guard let (period, similarity) = Self.bestPeriod(segment, from: 0, against: 0, periods: shortestPeriod...longest),

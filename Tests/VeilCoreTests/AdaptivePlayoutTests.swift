@@ -40,16 +40,16 @@ final class AdaptivePlayoutTests: XCTestCase {
     /// after the voice of that moment (nil: lost).
     static func run(_ signal: [Float], configuration: AdaptivePlayout.Configuration = .init(),
                     leadMicros: UInt64 = 0, toldLead: Bool = true,
-                    frameArrival: ((Int) -> Double?)? = nil,
+                    frameArrival: ((Int) -> Double?)? = nil, chunk: Int = 960, firstBlockMicros: UInt64 = 5_000,
                     jitter: (Int) -> Double, lost: (Int) -> Bool = { _ in false }) -> Run {
         var run = Run(playout: AdaptivePlayout(configuration: configuration))
         if toldLead { run.playout.outputLeadMicros = leadMicros }
         let start: UInt64 = 10_000_000
-        let chunk = 960
+        let chunkMicros = UInt64(chunk) * 1000 / 48
         var arrivals: [(time: UInt64, index: Int)] = []
         var previous: UInt64 = 0
         for k in 0..<signal.count / chunk where !lost(k) {
-            let time = max(start + UInt64(k) * 20_000 + UInt64(max(jitter(k), 0) * 1000), previous)
+            let time = max(start + UInt64(k) * chunkMicros + UInt64(max(jitter(k), 0) * 1000), previous)
             previous = time
             arrivals.append((time, k))
         }
@@ -62,7 +62,7 @@ final class AdaptivePlayoutTests: XCTestCase {
             frames.sort { $0.time < $1.time }
         }
         var next = 0, nextFrame = 0
-        var playout = start + 5_000  // the sound card's first block
+        var playout = start + firstBlockMicros  // the sound card's first block
         let end = start + UInt64(signal.count / 48) * 1000
         while playout < end {
             while nextFrame < frames.count, frames[nextFrame].time <= playout - leadMicros {
@@ -72,8 +72,8 @@ final class AdaptivePlayoutTests: XCTestCase {
             while next < arrivals.count, arrivals[next].time <= playout - leadMicros {
                 let k = arrivals[next].index
                 // Media time on the local clock's scale: a packet without delay arrives at its media time.
-                run.playout.packetArrived(mediaMicros: start + UInt64(k) * 20_000, arrivalMicros: arrivals[next].time)
-                run.playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), mediaMicros: start + UInt64(k) * 20_000, arrivalMicros: arrivals[next].time)
+                run.playout.packetArrived(mediaMicros: start + UInt64(k) * chunkMicros, arrivalMicros: arrivals[next].time)
+                run.playout.insert(Array(signal[k * chunk..<(k + 1) * chunk]), mediaMicros: start + UInt64(k) * chunkMicros, arrivalMicros: arrivals[next].time)
                 next += 1
             }
             let block = run.playout.nextBlock(playoutMicros: playout)
@@ -81,7 +81,7 @@ final class AdaptivePlayoutTests: XCTestCase {
             run.playoutTimes.append(playout)
             run.targets.append(run.playout.statistics.targetDelayMicros)
             run.delays.append(block.timelineMicros.map { Int64(playout) - Int64($0) } ?? -1)
-            playout += 10_000
+            playout += UInt64(block.samples.count) * 1_000_000 / 48_000
         }
         return run
     }
@@ -104,9 +104,10 @@ final class AdaptivePlayoutTests: XCTestCase {
         let delays = settled.map { run.delays[$0] }.filter { $0 >= 0 }
         let delay = Self.median(delays)
         print("clean: target \(run.playout.statistics.targetDelayMicros) µs, delay p50 \(delay) µs, statistics \(run.playout.statistics)")
-        // After the fastest packets: one 10 ms block + 3 ms margin.
-        XCTAssertEqual(run.playout.statistics.targetDelayMicros, 13_000, accuracy: 1_000)
-        XCTAssertLessThan(delay, 20_000, "the delay came down from its 80 ms start to the clean path's")
+        // After the fastest packets: the 3 ms margin, raised to the 5 ms least (blocks are read on
+        // the packets' grid, so none waits for a second packet).
+        XCTAssertEqual(run.playout.statistics.targetDelayMicros, 5_000)
+        XCTAssertLessThan(delay, 10_000, "the delay came down from its 80 ms start to the clean path's")
         XCTAssertEqual(run.playout.statistics.concealedSamples, 0)
         XCTAssertEqual(run.playout.statistics.lateChunks, 0)
         XCTAssertEqual(run.playout.statistics.concealmentEvents, 0)
@@ -129,8 +130,8 @@ final class AdaptivePlayoutTests: XCTestCase {
         let delay = Self.median(settled.map { told.delays[$0] }.filter { $0 >= 0 })
         let concealed = { (run: Run) in Double(run.playout.statistics.concealedSamples) / Double(run.playout.statistics.playedSamples) }
         print("lead 40 ms: told → target \(told.playout.statistics.targetDelayMicros) µs, delay p50 \(delay) µs, concealed \(concealed(told)); untold → concealed \(concealed(untold)), late \(untold.playout.statistics.lateChunks)")
-        XCTAssertEqual(told.playout.statistics.targetDelayMicros, 53_000, accuracy: 1_000, "the clean path's 13 ms plus the lead")
-        XCTAssertEqual(Double(delay), 53_000, accuracy: 5_000)
+        XCTAssertEqual(told.playout.statistics.targetDelayMicros, 45_000, accuracy: 1_000, "the clean path's 5 ms plus the lead")
+        XCTAssertEqual(Double(delay), 45_000, accuracy: 5_000)
         XCTAssertEqual(told.playout.statistics.concealedSamples, 0)
         XCTAssertEqual(told.playout.statistics.lateChunks, 0)
         // Not told, the playout would aim at 13 ms and find each block missing when taken.
@@ -141,7 +142,7 @@ final class AdaptivePlayoutTests: XCTestCase {
         let signal = Self.voice(seconds: 20, seed: 7)
         let settledTarget = { (run: Run) in Self.median(Self.blocks(after: 4, in: run).prefix(600).map { Int64(run.targets[$0]) }) }
         // Frames at 30/s that come 25 ms before their voice (which waits for its 20 ms packets):
-        // the next frame after any moment is there 8 ms after it, and the voice's own 13 ms is enough.
+        // the next frame after any moment is there 8 ms after it, and the voice's own 5 ms is enough.
         let prompt = Self.run(signal, frameArrival: { _ in -25 }, jitter: { _ in 0.5 })
         // One frame in five lost, the rest 10 ms after their voice: after each loss, every moment of
         // the gap is drawn towards the next frame, which comes 67 + 10 ms after the first of them.
@@ -155,12 +156,12 @@ final class AdaptivePlayoutTests: XCTestCase {
         let stopped = Self.run(signal, frameArrival: { k in k < 150 ? 40 : nil }, jitter: { _ in 0.5 })
         let stoppedEnd = Self.median(Self.blocks(after: 13, in: stopped).map { Int64(stopped.targets[$0]) })
         print("synced stream: prompt \(settledTarget(prompt)) µs, one in five lost \(settledTarget(lossy)) µs, 20 ms late \(settledTarget(tracked)) µs, 250 ms late \(settledTarget(late)) µs, stopped \(settledTarget(stopped)) → \(stoppedEnd) µs")
-        XCTAssertEqual(Double(settledTarget(prompt)), 13_000, accuracy: 1_000)
+        XCTAssertEqual(Double(settledTarget(prompt)), 5_000, accuracy: 1_000)
         XCTAssertEqual(Double(settledTarget(lossy)), 76_700, accuracy: 2_000)
         XCTAssertEqual(Double(settledTarget(tracked)), 20_000, accuracy: 1_500)
         XCTAssertEqual(settledTarget(late), 100_000)
         XCTAssertEqual(Double(settledTarget(stopped)), 40_000, accuracy: 1_500)
-        XCTAssertEqual(Double(stoppedEnd), 13_000, accuracy: 1_000)
+        XCTAssertEqual(Double(stoppedEnd), 5_000, accuracy: 1_000)
         for run in [prompt, lossy, tracked, late, stopped] {
             XCTAssertEqual(run.playout.statistics.lateChunks, 0)
         }
@@ -265,6 +266,87 @@ final class AdaptivePlayoutTests: XCTestCase {
         }
     }
 
+    func testBlocksReadOnThePacketsGridWaitForOnePacketWhereverTheOutputsClockStands() {
+        // The output's clock against the packets' arrivals at ten phases, 0 to 9 ms: on the grid
+        // the delay can only be the phase plus whole blocks, and the playout takes the least of
+        // those that is not below the target.
+        let signal = Self.voice(seconds: 6, seed: 29)
+        var delays: [Int64] = []
+        for offset in stride(from: UInt64(0), to: 10_000, by: 1_000) {
+            let run = Self.run(signal, firstBlockMicros: offset, jitter: { _ in 0.5 })
+            let settled = Self.blocks(after: 3, in: run)
+            let delay = Self.median(settled.map { run.delays[$0] }.filter { $0 >= 0 })
+            delays.append(delay)
+            let statistics = run.playout.statistics
+            XCTAssertEqual(statistics.concealedSamples, 0, "output clock at +\(offset) µs")
+            XCTAssertEqual(statistics.lateChunks, 0, "output clock at +\(offset) µs")
+            XCTAssertEqual(statistics.targetDelayMicros, 5_000)
+            XCTAssertGreaterThanOrEqual(delay, 4_000, "at most 1 ms below the target, at +\(offset) µs")
+            XCTAssertLessThan(delay, 15_000, "less than a block above the target, at +\(offset) µs")
+            // Settled blocks start where a packet or its second half starts.
+            let onGrid = settled.filter { index in
+                guard run.blocks[index].kind == .normal, let media = run.blocks[index].mediaMicros else { return false }
+                let phase = (media - 10_000_000) % 10_000
+                return phase <= 21 || phase >= 10_000 - 21
+            }
+            XCTAssertGreaterThan(onGrid.count, settled.count * 9 / 10, "output clock at +\(offset) µs")
+        }
+        print("on the packets' grid: delay p50 by output clock phase 0–9 ms: \(delays.map { $0 / 100 }) × 0.1 ms")
+        // Straddling blocks needed a block more: 13–18 ms whatever the phase.
+        XCTAssertLessThan(Double(delays.reduce(0, +)) / Double(delays.count), 11_000)
+    }
+
+    func testShorterBlocksInSilenceMoveTheOutputsClockToTheTarget() {
+        // The same ten phases, with an output that takes blocks of any length (`shortensBlocks`),
+        // as the playout thread does: a near-silent block is shortened by what the delay is above
+        // the target, and the delay is the target's whatever the phase.
+        let signal = Self.voice(seconds: 6, seed: 29)
+        var configuration = AdaptivePlayout.Configuration()
+        configuration.shortensBlocks = true
+        var delays: [Int64] = []
+        for offset in stride(from: UInt64(0), to: 10_000, by: 1_000) {
+            let run = Self.run(signal, configuration: configuration, firstBlockMicros: offset, jitter: { _ in 0.5 })
+            let settled = Self.blocks(after: 3, in: run)
+            let delay = Self.median(settled.map { run.delays[$0] }.filter { $0 >= 0 })
+            delays.append(delay)
+            XCTAssertEqual(run.playout.statistics.concealedSamples, 0, "output clock at +\(offset) µs")
+            XCTAssertEqual(run.playout.statistics.lateChunks, 0, "output clock at +\(offset) µs")
+            XCTAssertEqual(Double(delay), 5_000, accuracy: 1_000, "at the 5 ms target, at +\(offset) µs")
+            // Every sample of speech is played: only near-silence is left out.
+            XCTAssertEqual(run.playout.statistics.expandedSamples, 0, "output clock at +\(offset) µs")
+        }
+        print("shorter blocks in silence: delay p50 by output clock phase 0–9 ms: \(delays.map { $0 / 100 }) × 0.1 ms")
+    }
+
+    func testPacketsOffTheBlockGridKeepTheBlockInTheTarget() {
+        // 7.5 ms packets: their boundaries fall on no 10 ms grid, so a block may need two packets.
+        let signal = Self.voice(seconds: 6, seed: 31)
+        let run = Self.run(signal, chunk: 360, jitter: { _ in 0.5 })
+        let settled = Self.blocks(after: 3, in: run)
+        let delay = Self.median(settled.map { run.delays[$0] }.filter { $0 >= 0 })
+        print("7.5 ms packets: target \(run.playout.statistics.targetDelayMicros) µs, delay p50 \(delay) µs; \(run.playout.statistics)")
+        XCTAssertEqual(run.playout.statistics.targetDelayMicros, 13_000, accuracy: 1_000, "the margin and a block")
+        XCTAssertEqual(run.playout.statistics.concealedSamples, 0)
+        XCTAssertEqual(run.playout.statistics.lateChunks, 0)
+    }
+
+    func testAStepInThePathsDelayIsOneConcealmentNotOnePerPacket() {
+        // Clean for 5 s, then every packet 60 ms later: the first after the step comes after its
+        // time, whatever the receiver does; the playout waits for it (one concealment), and the
+        // target covers its delay at once, so that the playout does not hurry back down and meet
+        // the next packet late too.
+        let signal = Self.voice(seconds: 10, seed: 37)
+        let run = Self.run(signal, jitter: { k in k < 250 ? 0.5 : 60.5 })
+        let statistics = run.playout.statistics
+        let settled = Self.blocks(after: 6, in: run)
+        let delay = Self.median(settled.map { run.delays[$0] }.filter { $0 >= 0 })
+        print("step of 60 ms: \(statistics.concealmentEvents) concealment events, \(statistics.lateChunks) late chunks, delay p50 \(delay) µs after it; \(statistics)")
+        XCTAssertEqual(statistics.concealmentEvents, 1)
+        XCTAssertLessThanOrEqual(statistics.lateChunks, 1)
+        XCTAssertGreaterThan(delay, 60_000, "the delay rose with the path's")
+        XCTAssertLessThan(delay, 80_000)
+    }
+
     func testAFixedDelayIsKept() {
         var configuration = AdaptivePlayout.Configuration()
         configuration.fixedDelayMicros = 80_000
@@ -296,24 +378,32 @@ final class AdaptivePlayoutTests: XCTestCase {
     /// RTP jitter buffer does).
     /// Returns the playout after 24 s, its targets 6–12 s and 20–24 s in, and the late chunks of
     /// the lossy part.
-    static func runBehindUpstreamLosses(reporting: Bool) -> (playout: AdaptivePlayout, lossyTarget: Int64, cleanTarget: Int64, lossyLate: Int) {
+    /// 24 s of voice in 20 ms packets arriving 0 to `jitterMillis` after their timeline time, every
+    /// 20th packet lost from `lossesFrom` s to 12 s; an RTP jitter buffer in front of the playout
+    /// declares each loss `declaration` µs after the lost packet's timeline time (or when the next
+    /// packet comes, if later) and releases the audio made up for it with the packets it held.
+    /// The targets: median from 6 to 12 s (lossy), after 20 s (clean again), and before
+    /// `lossesFrom` (from 3 s on); late chunks until 12.2 s.
+    static func runBehindUpstreamLosses(reporting: Bool, declaration: UInt64 = 90_000, jitterMillis: Double = 40,
+                                        lossesFrom: Double = 0)
+        -> (playout: AdaptivePlayout, lossyTarget: Int64, cleanTarget: Int64, lossyLate: Int, targetBefore: Int64) {
         let signal = voice(seconds: 24, seed: 29)
         var random = SplitMix64(seed: 31)
-        let start: UInt64 = 10_000_000, chunk = 960, declaration: UInt64 = 90_000, wait: UInt64 = 2_000
+        let start: UInt64 = 10_000_000, chunk = 960, wait: UInt64 = 2_000
         // (time the chunk reaches the playout, index, made up upstream); arrivals at the jitter buffer.
         var releases: [(time: UInt64, k: Int, madeUp: Bool)] = []
         var arrivals: [(time: UInt64, k: Int)] = []
         var previousArrival: UInt64 = 0, previousRelease: UInt64 = 0
         for k in 0..<signal.count / chunk {
             let media = start + UInt64(k) * 20_000
-            let lost = k < 600 && k % 20 == 7
+            let lost = k < 600 && k >= Int(lossesFrom * 50) && k % 20 == 7
             if lost {
                 previousRelease = max(media + declaration, previousRelease)
                 releases.append((previousRelease, k, true))
                 continue
             }
             let draw = Double(random.next() >> 11) / Double(1 << 53)
-            let arrival = max(media + UInt64(40_000 * draw), previousArrival)
+            let arrival = max(media + UInt64(jitterMillis * 1000 * draw), previousArrival)
             previousArrival = arrival
             arrivals.append((arrival, k))
             previousRelease = max(arrival, previousRelease)
@@ -322,7 +412,7 @@ final class AdaptivePlayoutTests: XCTestCase {
         var playout = AdaptivePlayout()
         var nextArrival = 0, nextRelease = 0
         var time = start + 5_000
-        var lossyTargets: [Int64] = [], cleanTargets: [Int64] = []
+        var lossyTargets: [Int64] = [], cleanTargets: [Int64] = [], targetsBefore: [Int64] = []
         var lateAt12 = 0
         while time < start + 24_000_000 {
             while nextArrival < arrivals.count, arrivals[nextArrival].time <= time {
@@ -340,10 +430,29 @@ final class AdaptivePlayoutTests: XCTestCase {
             let seconds = Double(time - start) / 1_000_000
             if seconds >= 6, seconds < 12 { lossyTargets.append(Int64(playout.statistics.targetDelayMicros)) }
             if seconds >= 20 { cleanTargets.append(Int64(playout.statistics.targetDelayMicros)) }
+            if seconds >= 3, seconds < lossesFrom { targetsBefore.append(Int64(playout.statistics.targetDelayMicros)) }
             if seconds < 12.2 { lateAt12 = playout.statistics.lateChunks }
             time += 10_000
         }
-        return (playout, median(lossyTargets), median(cleanTargets), lateAt12)
+        return (playout, median(lossyTargets), median(cleanTargets), lateAt12, median(targetsBefore))
+    }
+
+    func testThePacketsGridIsLeftWhileThePathLosesPackets() {
+        // A clean path (0–1 ms of jitter) that loses every 20th packet from 4 to 12 s; the jitter
+        // buffer declares each loss when the next packet comes. Packets held behind a loss come in
+        // a burst with the audio made up for it, so while the path loses packets the blocks wait for
+        // a second packet again: the target keeps its block, and goes without it once the window
+        // has forgotten the losses.
+        let run = Self.runBehindUpstreamLosses(reporting: true, declaration: 20_000, jitterMillis: 1, lossesFrom: 4)
+        let statistics = run.playout.statistics
+        print("a clean path losing packets: target \(run.targetBefore) µs before, \(run.lossyTarget) µs while losing, \(run.cleanTarget) µs after; late \(run.lossyLate); \(statistics)")
+        XCTAssertEqual(run.targetBefore, 5_000, "on the grid before the losses: the 5 ms least")
+        // The declaration (0–1 ms after the next packet's timeline time), wait, decoding and a block.
+        XCTAssertGreaterThanOrEqual(run.lossyTarget, 13_000, "a block and the margin while losing")
+        XCTAssertLessThanOrEqual(run.lossyTarget, 20_000)
+        XCTAssertEqual(run.cleanTarget, 5_000, "back on the grid once the losses are forgotten")
+        // 20 losses from 4 to 12 s, 380 packets: none of those held behind a loss came late.
+        XCTAssertLessThanOrEqual(run.lossyLate, 3)
     }
 
     func testLossesDeclaredLateUpstreamAreCoveredWhileThePathLosesPackets() {
@@ -352,11 +461,14 @@ final class AdaptivePlayoutTests: XCTestCase {
         let chunks = 570  // the lossy part's received packets
         print("late upstream declarations: unreported target \(unreported.lossyTarget) µs, late \(unreported.lossyLate)/\(chunks); reported target \(reported.lossyTarget) µs, late \(reported.lossyLate)/\(chunks), declaration \(reported.playout.upstreamDeclarationMicros.map(String.init) ?? "none") µs; after the losses end \(reported.cleanTarget) µs")
         // Without the reports the target covers only the jitter (40 ms + block + margin), and most
-        // losses make the packets held behind them late.
+        // losses make the packets held behind them late: a held packet's delay is the declaration's,
+        // which raises the target only as reported (else the jitter buffer's wait, derived from the
+        // target, would grow with it).
         XCTAssertLessThan(unreported.lossyTarget, 60_000)
         XCTAssertGreaterThan(unreported.lossyLate, 15)
         // With them: the declaration (90 ms after the lost packet's timeline time: 68 ms after the
-        // next one's, less the 2 ms wait), wait and decoding, a block.
+        // next one's, less the 2 ms wait), wait and decoding, a block (on the packets' grid too:
+        // the arrivals spread by more than a block).
         XCTAssertEqual(Double(reported.lossyTarget), 68_000 + 7_000 + 10_000, accuracy: 3_000)
         XCTAssertLessThanOrEqual(reported.lossyLate, chunks / 100, "at most 1 % late")
         // Each of the 30 losses is one concealment event: the playout's own, when the audio made up
