@@ -8,9 +8,11 @@ import VeilMedia
 import VeilRender
 import VeilTracking
 import VeilConsole
+import VeilInterop
+import VeilInteropNetwork
 
 /// Runs one participant of a call from the command line: camera or video → tracker → expression
-/// frames out (made from the voice instead when there is no camera or the face is out of view,
+/// frames out, and to any `--send` destination (made from the voice instead when there is no camera or the face is out of view,
 /// see `ExpressionSender`); remote expressions and voices in → picture-in-picture view → window or file.
 final class CallRunner: @unchecked Sendable {
     enum Output { case window, file(String), none }
@@ -24,6 +26,8 @@ final class CallRunner: @unchecked Sendable {
         /// A camera (/dev/videoN) or a video file (played in real time, looped); nil: no camera, the
         /// avatar follows the voice.
         var video: String?
+        /// Where each frame sent from the face also goes (`--send`): VMC Marionettes, Unreal.
+        var sends: [InteropEndpoint] = []
         var audioIn: AudioInput = .silence
         var audioOut: AudioOutput = .discard
         /// How much of the face's own way of moving the expressions sent carry (docs/privacy.md).
@@ -68,6 +72,8 @@ final class CallRunner: @unchecked Sendable {
         /// Frames received, and how many of them were voice-driven.
         var expressionFramesReceived = 0
         var voiceDrivenFramesReceived = 0
+        /// What each `--send` destination was sent.
+        var destinations: [InteropDestinations.Summary] = []
     }
 
     let options: Options
@@ -78,6 +84,8 @@ final class CallRunner: @unchecked Sendable {
     private let failed = Mutex<String?>(nil)
     /// Camera frames or voice-driven ones out (see `ExpressionSender`).
     let sender: ExpressionSender
+    /// `--send` destinations; used only by the capture's thread once the call runs.
+    private var interopSenders: [InteropSender] = []
 
     /// The others' voices, mixed for the recording.
     private let mixer = AudioMixer()
@@ -106,6 +114,11 @@ final class CallRunner: @unchecked Sendable {
     /// Runs until the duration ends, the call is left, or it fails; returns what it measured.
     func run() throws -> Report {
         try PeerConnection.prepare()
+        // Opened before the call starts, so that a bad destination ends the run at once.
+        interopSenders = try InteropDestinations.open(options.sends, framesPerSecond: 30)
+        if !interopSenders.isEmpty, !options.json, !options.quiet {
+            Terminal.note("sending your expressions to \(InteropDestinations.targets(interopSenders))")
+        }
         let started = session.mediaTimeMicros
         Task { [self] in
             for await event in session.events {
@@ -148,6 +161,7 @@ final class CallRunner: @unchecked Sendable {
         sender.start()
 
         // Capture: the camera or video, tracked on a thread of its own.
+        let captureDone = DispatchSemaphore(value: 0)
         var captureThread: Thread?
         if let video = options.video {
             let source = try VideoSource.open(video)
@@ -176,9 +190,9 @@ final class CallRunner: @unchecked Sendable {
                     }
                     guard let out = try? capture.process(frame.image, captureTimeMicros: session.mediaTimeMicros,
                                                          voiceMouth: sender.voiceMouth) else { continue }
-                    sender.send(cameraFrame: out.frame)
-                    report.withLock { $0.framesTracked += out.frame.state == .tracked ? 1 : 0 }
+                    sendCaptured(out.frame)
                 }
+                captureDone.signal()
             }
             thread.name = "veil-capture"
             thread.start()
@@ -297,19 +311,30 @@ final class CallRunner: @unchecked Sendable {
             if next > after { Thread.sleep(forTimeInterval: Double(next - after) / 1e6) } else { next = after }
         }
         running.withLock { $0 = false }
+        // The capture ends before the counters are read: the interop senders are its thread's.
+        if captureThread != nil { _ = captureDone.wait(timeout: .now() + 5) }
         sender.stop()
         report.withLock { r in
             r.cameraFramesSent = sender.statistics.cameraFrames
             r.voiceFramesSent = sender.statistics.voiceFrames
+            r.destinations = interopSenders.map(InteropDestinations.Summary.init)
         }
         let left = DispatchSemaphore(value: 0)
         Task { [session] in await session.leave(); left.signal() }
         _ = left.wait(timeout: .now() + 5)
-        captureThread.map { _ in Thread.sleep(forTimeInterval: 0.05) }
         try writer?.finish()
         display?.close()
         if let failure = failed.withLock({ $0 }) { throw VeilError.io(failure) }
         return report.withLock { $0 }
+    }
+
+    /// A frame from the capture, on the capture's thread: sent on the call and,
+    /// when it went out there, to every `--send` destination (which sends nothing for a lost one).
+    private func sendCaptured(_ frame: ExpressionFrame) {
+        if sender.send(cameraFrame: frame) {
+            for destination in interopSenders { destination.send(frame) }
+        }
+        if frame.state == .tracked { report.withLock { $0.framesTracked += 1 } }
     }
 
     /// A view's label: the name, whether muted, and whether the avatar is driven by the voice.

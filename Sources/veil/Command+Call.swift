@@ -2,6 +2,7 @@ import Foundation
 import VeilCall
 import VeilCore
 import VeilConsole
+import VeilInterop
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,6 +23,9 @@ OPTIONS:
   --camera /dev/videoN|none   Track this camera, or none: the avatar follows your voice
                            (the default when neither --camera nor --video is given)
   --video FILE             Track a video file instead (played in real time, looped)
+  --send URL               Also send each of your expression frames, as sent on the call, to an
+                           avatar app (repeatable): vmc://HOST[:PORT] (VSeeFace: 39539) or
+                           livelink://HOST[:PORT] (Unreal: 11111), as `veil track --send` does
   --audio-in pulse|FILE|tone|none   Microphone (PulseAudio), an audio file, a test tone, or nothing
                            (default: pulse when a sound server runs, else none)
   --audio-out pulse|pulse:SINK|FILE.wav|none   Where the others' voices go: the sound server's
@@ -51,7 +55,8 @@ KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound se
 
 func runCall(_ argv: [String]) throws {
     let args = try Arguments(argv, valued: ["server", "room", "user", "token", "camera", "video", "audio-in", "audio-out",
-                                            "out", "style", "duration", "size", "background", "stun", "turn", "privacy", "latency"],
+                                            "out", "style", "duration", "size", "background", "stun", "turn", "privacy", "latency",
+                                            "send"],
                              booleans: ["json", "quiet", "relay-only", "full-expression"])
     guard args.positionals.isEmpty else { throw UsageError("call takes no positional arguments") }
     guard let serverText = args.value("server"), let server = URL(string: serverText), server.scheme == "ws" || server.scheme == "wss" else {
@@ -67,6 +72,7 @@ func runCall(_ argv: [String]) throws {
 
     var options = CallRunner.Options(server: server, room: room, user: user, token: token)
     if args.value("camera") != nil && args.value("video") != nil { throw UsageError("give --camera or --video, not both") }
+    options.sends = try InteropDestinations.endpoints(args.values("send"))
     options.video = args.value("camera") == "none" ? nil : args.value("camera") ?? args.value("video")
     if let video = args.value("video"), !FileManager.default.isReadableFile(atPath: video) {
         throw VeilError.invalidInput("cannot read \(video): no such file, or not readable")
@@ -160,6 +166,7 @@ func runCall(_ argv: [String]) throws {
     }
     if !options.json && !options.quiet {
         Terminal.note("left \(room): \(report.framesRendered) frames shown, join \(report.joinMilliseconds.map { String(format: "%.0f ms", $0) } ?? "-")")
+        for destination in report.destinations { destination.lines.forEach(Terminal.note) }
     }
 }
 

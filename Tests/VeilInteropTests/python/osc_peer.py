@@ -117,6 +117,10 @@ def serve():
     dispatcher.map("/VMC/Ext/OK", on_ok)
     dispatcher.map("/VMC/Ext/Blend/Apply", on_apply)
     server = BlockingOSCUDPServer(("127.0.0.1", port), dispatcher)
+    # Room for seconds of frames (up to the system's limit), so that a busy machine that does not
+    # schedule this process for a while does not make UDP drop what a test then counts.
+    import socket
+    server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     # Counted before python-osc dispatches the datagram's messages (an apply then sees its own).
     handle = server.finish_request
 
