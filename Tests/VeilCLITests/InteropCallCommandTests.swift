@@ -6,8 +6,8 @@ import VeilDatagram
 import VeilInterop
 import XCTest
 
-/// `veil call --send`: a call's own frames to a VMC Marionette (python-osc's server) and a Live
-/// Link receiver.
+/// `veil call --send` and `--face`: a call's own frames to a VMC Marionette (python-osc's server)
+/// and a Live Link receiver; what `--face` refuses.
 final class InteropCallCommandTests: XCTestCase {
     /// Alice calls bob with a video as her camera and sends her frames to python-osc's VMC server
     /// and to a Live Link receiver: each gets every tracked frame that went out on the call, with
@@ -92,37 +92,45 @@ final class InteropCallCommandTests: XCTestCase {
         XCTAssertEqual(seconds, seconds.sorted())
     }
 
-    func testSendMistakesAreCaught() throws {
+    func testFaceAndSendMistakesAreCaught() throws {
         let work = try CallWorkspace("veil-call-face-usage")
         defer { work.remove() }
         let base = ["call", "--server", "ws://127.0.0.1:9/ws", "--room", "r", "--user", "u", "--token", "t", "--out", "none", "--audio-in", "none"]
-        let cases: [([String], String)] = [
-            (["--send", "osc://127.0.0.1:9000"], "Veil speaks vmc:// and livelink://"),
-            (["--send", "vmc://127.0.0.1:0"], "port must be a number from 1 to 65535"),
-            (["--send", "livelink://"], "names no host"),
-        ]
-        for (extra, words) in cases {
+        func run(_ extra: [String]) throws -> (status: Int32, stderr: String) {
             let (process, _, err) = try work.process(base + extra)
             try process.run()
             let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
-            XCTAssertEqual(process.terminationStatus, 2, "\(extra): \(stderr)")
+            return (process.terminationStatus, stderr)
+        }
+        let cases: [([String], String)] = [
+            (["--send", "osc://127.0.0.1:9000"], "Veil speaks vmc:// and livelink://"),
+            (["--send", "vmc://127.0.0.1:0"], "port must be a number from 1 to 65535"),
+            (["--send", "livelink://"], "names no host"),
+            (["--face", "osc://:9000"], "Veil speaks vmc:// and livelink://"),
+            (["--face", "livelink://:11111", "--video", "face.mp4"], "--face replaces the camera"),
+            (["--face", "vmc://:0"], "port must be a number from 1 to 65535"),
+        ]
+        for (extra, words) in cases {
+            let (status, stderr) = try run(extra)
+            XCTAssertEqual(status, 2, "\(extra): \(stderr)")
             XCTAssertTrue(stderr.contains(words), "\(extra): \(stderr)")
         }
-        // A host that does not resolve: said at once, before joining.
-        let (process, _, err) = try work.process(base + ["--send", "vmc://no-such-host.invalid"])
-        try process.run()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 1, stderr)
-        XCTAssertTrue(stderr.contains("cannot resolve no-such-host.invalid"), stderr)
+        // Said at once, before joining: a host that does not resolve, a port another program holds.
+        let unresolved = try run(["--send", "vmc://no-such-host.invalid"])
+        XCTAssertEqual(unresolved.status, 1, unresolved.stderr)
+        XCTAssertTrue(unresolved.stderr.contains("cannot resolve no-such-host.invalid"), unresolved.stderr)
+        let holder = try DatagramSocket(bindingTo: "", port: 0)
+        let taken = try run(["--face", "livelink://:\(holder.localAddress.port)"])
+        XCTAssertEqual(taken.status, 1, taken.stderr)
+        XCTAssertTrue(taken.stderr.contains("--face livelink://:\(holder.localAddress.port)") && taken.stderr.contains("in use"), taken.stderr)
     }
 
-    func testHelpNamesSend() throws {
+    func testHelpNamesFaceAndSend() throws {
         let work = try CallWorkspace("veil-call-help")
         defer { work.remove() }
         let help = try work.runToEnd(["call", "--help"])
-        for words in ["--send URL", "vmc://HOST[:PORT]", "livelink://HOST[:PORT]", "39539", "11111"] {
+        for words in ["--face URL", "livelink://PHONE:PORT", "vmc://SENDER:PORT", "11111", "39539", "--send URL"] {
             XCTAssertTrue(help.contains(words), words)
         }
     }
