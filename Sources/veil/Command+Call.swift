@@ -33,9 +33,10 @@ OPTIONS:
                            expressions go through --privacy and out as a camera's would; when it
                            stops sending, the face counts as out of view (after a second the
                            voice drives). Not with --camera or --video
-  --send URL               Also send each of your expression frames, as sent on the call, to an
-                           avatar app (repeatable): vmc://HOST[:PORT] (VSeeFace: 39539) or
-                           livelink://HOST[:PORT] (Unreal: 11111), as `veil track --send` does
+  --send URL               Also send each frame of your face (camera or --face) as it goes out on
+                           the call, after --privacy, to an avatar app (repeatable):
+                           vmc://HOST[:PORT] (VSeeFace: 39539) or livelink://HOST[:PORT] (Unreal:
+                           11111), as `veil track --send` does (docs/interop.md)
   --audio-in pulse|FILE|tone|none   Microphone (PulseAudio), an audio file, a test tone, or nothing
                            (default: pulse when a sound server runs, else none)
   --audio-out pulse|pulse:SINK|FILE.wav|none   Where the others' voices go: the sound server's
