@@ -281,8 +281,9 @@ final class CallRunner: @unchecked Sendable {
             if source != ownSource {
                 ownSource = source
                 emit(["event": "expressionSource", "source": source == .voice ? "voice" : "camera"],
-                     human: source == .voice ? (options.video == nil ? "no camera: your avatar follows your voice"
-                                                                      : "your face is out of view: your avatar follows your voice")
+                     human: source == .voice ? (options.face.map { "nothing from \($0.kind.displayName): your avatar follows your voice" }
+                                                ?? (options.video == nil ? "no camera: your avatar follows your voice"
+                                                                         : "your face is out of view: your avatar follows your voice"))
                                              : "your avatar follows your face")
             }
             for user in remotes {

@@ -189,7 +189,7 @@ func runCall(_ argv: [String]) throws {
         Terminal.note("left \(room): \(report.framesRendered) frames shown, join \(report.joinMilliseconds.map { String(format: "%.0f ms", $0) } ?? "-")")
         if let face = report.face {
             let dropped = face.dropped.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
-            Terminal.note("face: \(face.datagrams) datagrams from \(face.source ?? "no sender"), \(face.expressions) expressions, "
+            Terminal.note("face: \(face.datagrams) datagrams received; from \(face.source ?? "no sender"), \(face.expressions) expressions, "
                           + "\(face.framesTracked) frames tracked and \(face.framesLost) lost; \(face.fromOtherSources) from other senders ignored"
                           + (dropped.isEmpty ? "" : "; dropped: \(dropped.joined(separator: ", "))"))
         }
