@@ -43,7 +43,8 @@ let package = Package(
         // sends that never block. No C type in its API.
         .target(name: "VeilDatagram"),
         // The avatar protocols over UDP: Veil's expression frames sent to VMC Marionettes and to
-        // Unreal's Live Link (`veil track --send`).
+        // Unreal's Live Link (`veil track --send`, `veil call --send`), and a face received from a
+        // VMC Performer or the Live Link Face app (`veil call --face`). No LiteRT, no GStreamer.
         .target(name: "VeilInteropNetwork", dependencies: ["VeilInterop", "VeilDatagram", "VeilCore"]),
         // Pure Swift: pictures and faces. Images, landmarks, face geometry, head pose and the
         // expression estimator. The call layer (VeilCall) must not depend on it, even indirectly

@@ -19,6 +19,12 @@ public struct DatagramAddress: Hashable, Sendable, CustomStringConvertible {
     /// True for an IPv6 address (IPv4-mapped ones included).
     public var isIPv6: Bool { System.isIPv6(socketAddress) }
 
+    /// This address's host alone, at port 0: an IPv4-mapped IPv6 address (`::ffff:192.168.1.20`,
+    /// as a socket bound to every local address sees an IPv4 sender) as the IPv4 address. Two
+    /// datagrams from one machine have the same `hostAddress` whatever ports they come from, so a
+    /// receiver can accept one sender by it.
+    public var hostAddress: DatagramAddress { DatagramAddress(socketAddress: System.hostOnly(socketAddress)) }
+
     /// `127.0.0.1:39539`, `[::1]:11111`.
     public var description: String {
         let (host, port) = System.numericHostAndPort(of: socketAddress)

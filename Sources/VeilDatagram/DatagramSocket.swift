@@ -98,17 +98,47 @@ public final class DatagramSocket: @unchecked Sendable {
     /// A datagram longer than `maximumBytes` comes cut, marked `truncated`. Blocks the calling
     /// thread: call it from a thread of its own, not from Swift's cooperative pool.
     public func receive(timeout: Double, maximumBytes: Int = 65_536) throws -> Datagram? {
-        let milliseconds = timeout.isFinite ? Int32(min(max(timeout, 0), 86_400) * 1000) : -1
+        var buffer = [UInt8](repeating: 0, count: max(maximumBytes, 1))
+        while try waitUntilReadable(timeout: timeout) {
+            guard let reception = try receive(into: &buffer) else { continue }  // readable, then taken: wait again
+            return Datagram(bytes: Array(buffer.prefix(min(reception.count, buffer.count))), source: reception.source,
+                            truncated: reception.truncated)
+        }
+        return nil
+    }
+
+    /// One datagram read by `receive(into:)`: the first `min(count, buffer.count)` bytes of the
+    /// buffer hold it.
+    public struct Reception: Equatable, Sendable {
+        /// The datagram's length as sent (more than the buffer's when it was cut).
+        public var count: Int
+        /// Who sent it.
+        public var source: DatagramAddress
+        /// True when the datagram was longer than the buffer and was cut.
+        public var truncated: Bool
+    }
+
+    /// Reads the next datagram already queued into `buffer` (its whole length is the capacity; a
+    /// longer datagram is cut and marked), without waiting and without allocating a payload: a
+    /// loop that drains the socket with one buffer holds one buffer's worth of memory however
+    /// much arrives. Nil when nothing is queued.
+    public func receive(into buffer: inout [UInt8]) throws -> Reception? {
         while true {
-            guard try System.waitReadable(descriptor, milliseconds: milliseconds) else { return nil }
             do {
-                let (bytes, truncated, from) = try System.receive(descriptor, capacity: max(maximumBytes, 1))
-                return Datagram(bytes: bytes, source: DatagramAddress(socketAddress: from), truncated: truncated)
+                let (count, from) = try buffer.withUnsafeMutableBytes { try System.receive(descriptor, into: $0) }
+                return Reception(count: count, source: DatagramAddress(socketAddress: from), truncated: count > buffer.count)
             } catch let error as DatagramError where error == .wouldBlock {
-                continue  // readable, then taken (or a bad checksum dropped it): wait again
+                return nil
             } catch let error as DatagramError where error == .refused {
                 continue  // an ICMP error for what this socket sent; not a datagram
             }
         }
+    }
+
+    /// Waits at most `timeout` seconds (0: not at all; infinity: for ever) until a datagram is
+    /// queued; false when none came in time. Blocks the calling thread, as `receive(timeout:)`.
+    public func waitUntilReadable(timeout: Double) throws -> Bool {
+        let milliseconds = timeout.isFinite ? Int32((min(max(timeout, 0), 86_400) * 1000).rounded(.up)) : -1
+        return try System.waitReadable(descriptor, milliseconds: milliseconds)
     }
 }

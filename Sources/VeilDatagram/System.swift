@@ -155,21 +155,43 @@ enum System {
         return try call("poll") { poll(&entry, 1, milliseconds) } > 0
     }
 
-    /// Reads one datagram (at most `capacity` bytes; a longer one is cut) and its sender's address.
-    static func receive(_ descriptor: Int32, capacity: Int) throws -> (bytes: [UInt8], truncated: Bool, from: [UInt8]) {
+    /// Reads one datagram into `buffer` (a longer one is cut) without waiting: its real length
+    /// (more than the buffer's when cut) and its sender's address.
+    static func receive(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) throws -> (count: Int, from: [UInt8]) {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        var bytes = [UInt8](repeating: 0, count: capacity)
-        let count = try bytes.withUnsafeMutableBytes { buffer in
-            try withUnsafeMutablePointer(to: &storage) { pointer in
-                try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                    // MSG_TRUNC: the datagram's real length, so a cut one is known as cut.
-                    try call("recvfrom") { recvfrom(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), address, &length) }
-                }
+        let count = try withUnsafeMutablePointer(to: &storage) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                // MSG_TRUNC: the datagram's real length, so a cut one is known as cut.
+                try call("recvfrom") { recvfrom(descriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), address, &length) }
             }
         }
         let from = withUnsafeBytes(of: &storage) { Array($0.prefix(Int(length))) }
-        return (Array(bytes.prefix(min(count, capacity))), count > capacity, from)
+        return (count, from)
+    }
+
+    /// `address` (`sockaddr` bytes) at port 0, an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as
+    /// the IPv4 address, an IPv6 one without its flow label: what two datagrams from one host share.
+    static func hostOnly(_ address: [UInt8]) -> [UInt8] {
+        withSocketAddress(address) { pointer, _ in
+            if pointer.pointee.sa_family == sa_family_t(AF_INET) {
+                var v4 = pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+                v4.sin_port = 0
+                return withUnsafeBytes(of: &v4) { Array($0) }
+            }
+            guard pointer.pointee.sa_family == sa_family_t(AF_INET6) else { return address }
+            var v6 = pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee }
+            let bytes = withUnsafeBytes(of: &v6.sin6_addr) { Array($0) }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
+                var v4 = sockaddr_in()
+                v4.sin_family = sa_family_t(AF_INET)
+                withUnsafeMutableBytes(of: &v4.sin_addr) { $0.copyBytes(from: bytes[12..<16]) }
+                return withUnsafeBytes(of: &v4) { Array($0) }
+            }
+            v6.sin6_port = 0
+            v6.sin6_flowinfo = 0
+            return withUnsafeBytes(of: &v6) { Array($0) }
+        }
     }
 
     /// Closes a descriptor; a failure (only EBADF or EINTR on Linux, where the descriptor is gone

@@ -8,9 +8,12 @@ import VeilMedia
 import VeilRender
 import VeilTracking
 import VeilConsole
+import VeilInterop
+import VeilInteropNetwork
 
-/// Runs one participant of a call from the command line: camera or video → tracker → expression
-/// frames out (made from the voice instead when there is no camera or the face is out of view,
+/// Runs one participant of a call from the command line: camera or video → tracker (or a VMC or
+/// Live Link Face sender → `InteropFaceSource`) → expression frames out, and to any `--send`
+/// destination (made from the voice instead when there is no camera or the face is out of view,
 /// see `ExpressionSender`); remote expressions and voices in → picture-in-picture view → window or file.
 final class CallRunner: @unchecked Sendable {
     enum Output { case window, file(String), none }
@@ -24,6 +27,11 @@ final class CallRunner: @unchecked Sendable {
         /// A camera (/dev/videoN) or a video file (played in real time, looped); nil: no camera, the
         /// avatar follows the voice.
         var video: String?
+        /// The face from a VMC Performer or the Live Link Face app instead of a camera (`--face`):
+        /// the port to listen on, and the sender to accept (any, the first, when the host is empty).
+        var face: InteropEndpoint?
+        /// Where each frame sent from the face also goes (`--send`): VMC Marionettes, Unreal.
+        var sends: [InteropEndpoint] = []
         var audioIn: AudioInput = .silence
         var audioOut: AudioOutput = .discard
         /// How much of the face's own way of moving the expressions sent carry (docs/privacy.md).
@@ -68,6 +76,10 @@ final class CallRunner: @unchecked Sendable {
         /// Frames received, and how many of them were voice-driven.
         var expressionFramesReceived = 0
         var voiceDrivenFramesReceived = 0
+        /// What each `--send` destination was sent.
+        var destinations: [InteropDestinations.Summary] = []
+        /// With `--face`: datagrams received, expressions read, frames given, bad input by kind.
+        var face: InteropFaceSource.Statistics?
     }
 
     let options: Options
@@ -78,6 +90,8 @@ final class CallRunner: @unchecked Sendable {
     private let failed = Mutex<String?>(nil)
     /// Camera frames or voice-driven ones out (see `ExpressionSender`).
     let sender: ExpressionSender
+    /// `--send` destinations; used only by the capture's thread once the call runs.
+    private var interopSenders: [InteropSender] = []
 
     /// The others' voices, mixed for the recording.
     private let mixer = AudioMixer()
@@ -96,7 +110,7 @@ final class CallRunner: @unchecked Sendable {
                                                    token: options.token, audioInput: options.audioIn,
                                                    audioOutput: { _ in chosen }, peer: options.peer))
         report = Mutex(Report(user: options.user))
-        sender = ExpressionSender(session: session, hasCamera: options.video != nil,
+        sender = ExpressionSender(session: session, hasCamera: options.video != nil || options.face != nil,
                                   seed: VoiceExpressionGenerator.seed(for: options.user))
     }
 
@@ -106,6 +120,26 @@ final class CallRunner: @unchecked Sendable {
     /// Runs until the duration ends, the call is left, or it fails; returns what it measured.
     func run() throws -> Report {
         try PeerConnection.prepare()
+        // Opened before the call starts, so that a bad destination or a port in use ends the run at once.
+        interopSenders = try InteropDestinations.open(options.sends, framesPerSecond: 30)
+        var faceSource: InteropFaceSource?
+        if let face = options.face {
+            var configuration = InteropFaceSource.Configuration(endpoint: face)
+            configuration.privacy = options.privacy
+            configuration.log = { [self] line in emit(["event": "faceSource", "message": line], human: line) }
+            do {
+                faceSource = try InteropFaceSource(configuration: configuration, clock: { [session] in session.mediaTimeMicros })
+            } catch {
+                throw VeilError.invalidInput("--face \(face): \(error)")
+            }
+        }
+        if !interopSenders.isEmpty, !options.json, !options.quiet {
+            Terminal.note("sending your expressions to \(InteropDestinations.targets(interopSenders))")
+        }
+        if let faceSource, !options.json, !options.quiet {
+            let from = faceSource.expectedSenders.isEmpty ? "the first sender" : faceSource.expectedSenders.map(\.description).sorted().joined(separator: " or ")
+            Terminal.note("your face comes from \(faceSource.configuration.endpoint.kind.displayName) on port \(faceSource.localAddress.port), from \(from)")
+        }
         let started = session.mediaTimeMicros
         Task { [self] in
             for await event in session.events {
@@ -147,8 +181,10 @@ final class CallRunner: @unchecked Sendable {
         session.start()
         sender.start()
 
-        // Capture: the camera or video, tracked on a thread of its own.
+        // Capture: the camera or video, tracked on a thread of its own; or the face source's thread.
+        let captureDone = DispatchSemaphore(value: 0)
         var captureThread: Thread?
+        faceSource?.start(voiceMouth: { [sender] in sender.voiceMouth }) { [self] frame in sendCaptured(frame) }
         if let video = options.video {
             let source = try VideoSource.open(video)
             let capture = ExpressionCapture(tracker: try MediaPipeFaceTracker(),
@@ -176,9 +212,9 @@ final class CallRunner: @unchecked Sendable {
                     }
                     guard let out = try? capture.process(frame.image, captureTimeMicros: session.mediaTimeMicros,
                                                          voiceMouth: sender.voiceMouth) else { continue }
-                    sender.send(cameraFrame: out.frame)
-                    report.withLock { $0.framesTracked += out.frame.state == .tracked ? 1 : 0 }
+                    sendCaptured(out.frame)
                 }
+                captureDone.signal()
             }
             thread.name = "veil-capture"
             thread.start()
@@ -245,8 +281,9 @@ final class CallRunner: @unchecked Sendable {
             if source != ownSource {
                 ownSource = source
                 emit(["event": "expressionSource", "source": source == .voice ? "voice" : "camera"],
-                     human: source == .voice ? (options.video == nil ? "no camera: your avatar follows your voice"
-                                                                      : "your face is out of view: your avatar follows your voice")
+                     human: source == .voice ? (options.face.map { "nothing from \($0.kind.displayName): your avatar follows your voice" }
+                                                ?? (options.video == nil ? "no camera: your avatar follows your voice"
+                                                                         : "your face is out of view: your avatar follows your voice"))
                                              : "your avatar follows your face")
             }
             for user in remotes {
@@ -297,19 +334,32 @@ final class CallRunner: @unchecked Sendable {
             if next > after { Thread.sleep(forTimeInterval: Double(next - after) / 1e6) } else { next = after }
         }
         running.withLock { $0 = false }
+        // The capture ends before the counters are read: the interop senders are its thread's.
+        faceSource?.stop()
+        if captureThread != nil { _ = captureDone.wait(timeout: .now() + 5) }
         sender.stop()
         report.withLock { r in
             r.cameraFramesSent = sender.statistics.cameraFrames
             r.voiceFramesSent = sender.statistics.voiceFrames
+            r.destinations = interopSenders.map(InteropDestinations.Summary.init)
+            r.face = faceSource?.statistics
         }
         let left = DispatchSemaphore(value: 0)
         Task { [session] in await session.leave(); left.signal() }
         _ = left.wait(timeout: .now() + 5)
-        captureThread.map { _ in Thread.sleep(forTimeInterval: 0.05) }
         try writer?.finish()
         display?.close()
         if let failure = failed.withLock({ $0 }) { throw VeilError.io(failure) }
         return report.withLock { $0 }
+    }
+
+    /// A frame from the capture (camera or `--face`), on the capture's thread: sent on the call and,
+    /// when it went out there, to every `--send` destination (which sends nothing for a lost one).
+    private func sendCaptured(_ frame: ExpressionFrame) {
+        if sender.send(cameraFrame: frame) {
+            for destination in interopSenders { destination.send(frame) }
+        }
+        if frame.state == .tracked { report.withLock { $0.framesTracked += 1 } }
     }
 
     /// A view's label: the name, whether muted, and whether the avatar is driven by the voice.

@@ -2,6 +2,7 @@ import Foundation
 import VeilCall
 import VeilCore
 import VeilConsole
+import VeilInterop
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,6 +23,20 @@ OPTIONS:
   --camera /dev/videoN|none   Track this camera, or none: the avatar follows your voice
                            (the default when neither --camera nor --video is given)
   --video FILE             Track a video file instead (played in real time, looped)
+  --face URL               Take your face from another tracker instead of a camera, over UDP on
+                           PORT on every local address:
+                             livelink://PHONE:PORT   the Live Link Face app (an iPhone's ARKit
+                                                     tracking; PORT defaults to 11111)
+                             vmc://SENDER:PORT       a VMC Performer (PORT defaults to 39539)
+                           Only packets from PHONE/SENDER are read; without a host
+                           (livelink://:11111) the first sender is kept and others ignored. Its
+                           expressions go through --privacy and out as a camera's would; when it
+                           stops sending, the face counts as out of view (after a second the
+                           voice drives). Not with --camera or --video
+  --send URL               Also send each frame of your face (camera or --face) as it goes out on
+                           the call, after --privacy, to an avatar app (repeatable):
+                           vmc://HOST[:PORT] (VSeeFace: 39539) or livelink://HOST[:PORT] (Unreal:
+                           11111), as `veil track --send` does (docs/interop.md)
   --audio-in pulse|FILE|tone|none   Microphone (PulseAudio), an audio file, a test tone, or nothing
                            (default: pulse when a sound server runs, else none)
   --audio-out pulse|pulse:SINK|FILE.wav|none   Where the others' voices go: the sound server's
@@ -51,7 +66,8 @@ KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound se
 
 func runCall(_ argv: [String]) throws {
     let args = try Arguments(argv, valued: ["server", "room", "user", "token", "camera", "video", "audio-in", "audio-out",
-                                            "out", "style", "duration", "size", "background", "stun", "turn", "privacy", "latency"],
+                                            "out", "style", "duration", "size", "background", "stun", "turn", "privacy", "latency",
+                                            "face", "send"],
                              booleans: ["json", "quiet", "relay-only", "full-expression"])
     guard args.positionals.isEmpty else { throw UsageError("call takes no positional arguments") }
     guard let serverText = args.value("server"), let server = URL(string: serverText), server.scheme == "ws" || server.scheme == "wss" else {
@@ -67,6 +83,17 @@ func runCall(_ argv: [String]) throws {
 
     var options = CallRunner.Options(server: server, room: room, user: user, token: token)
     if args.value("camera") != nil && args.value("video") != nil { throw UsageError("give --camera or --video, not both") }
+    if let face = args.value("face") {
+        guard args.value("camera") == nil && args.value("video") == nil else {
+            throw UsageError("--face replaces the camera: give --face, --camera or --video, not two of them")
+        }
+        do {
+            options.face = try InteropEndpoint(parsing: face, hostRequired: false)
+        } catch let error as InteropURLError {
+            throw UsageError("--face \(error)")
+        }
+    }
+    options.sends = try InteropDestinations.endpoints(args.values("send"))
     options.video = args.value("camera") == "none" ? nil : args.value("camera") ?? args.value("video")
     if let video = args.value("video"), !FileManager.default.isReadableFile(atPath: video) {
         throw VeilError.invalidInput("cannot read \(video): no such file, or not readable")
@@ -160,6 +187,13 @@ func runCall(_ argv: [String]) throws {
     }
     if !options.json && !options.quiet {
         Terminal.note("left \(room): \(report.framesRendered) frames shown, join \(report.joinMilliseconds.map { String(format: "%.0f ms", $0) } ?? "-")")
+        if let face = report.face {
+            let dropped = face.dropped.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+            Terminal.note("face: \(face.datagrams) datagrams received; from \(face.source ?? "no sender"), \(face.expressions) expressions, "
+                          + "\(face.framesTracked) frames tracked and \(face.framesLost) lost; \(face.fromOtherSources) from other senders ignored"
+                          + (dropped.isEmpty ? "" : "; dropped: \(dropped.joined(separator: ", "))"))
+        }
+        for destination in report.destinations { destination.lines.forEach(Terminal.note) }
     }
 }
 

@@ -45,9 +45,7 @@ func runTrack(_ argv: [String]) throws {
     guard !urls.isEmpty else {
         throw UsageError("track needs at least one --send URL: vmc://HOST:PORT (VSeeFace: 39539) or livelink://HOST:PORT (Unreal: 11111)")
     }
-    let endpoints = try urls.map { text -> InteropEndpoint in
-        do { return try InteropEndpoint(parsing: text) } catch let error as InteropURLError { throw UsageError("--send \(error)") }
-    }
+    let endpoints = try InteropDestinations.endpoints(urls)
     let maxFrames = try args.int("frames", default: Int.max, range: 1...Int.max)
     let subject = args.value("subject") ?? InteropFrameEncoder.defaultSubjectName
     guard !subject.isEmpty, subject.utf8.count <= LiveLinkFacePacket.maximumNameBytes else {
@@ -62,16 +60,9 @@ func runTrack(_ argv: [String]) throws {
 
     let input = try TrackedInput(args.positionals[0], privacy: try args.privacyLevel())
     let framesPerSecond = Int32(input.framesPerSecond.rounded())
-    let senders = try endpoints.map { endpoint -> InteropSender in
-        do {
-            return try InteropSender(endpoint: endpoint, framesPerSecond: framesPerSecond, subjectName: subject)
-        } catch {
-            throw VeilError.invalidInput("--send \(endpoint): \(error)")
-        }
-    }
+    let senders = try InteropDestinations.open(endpoints, framesPerSecond: framesPerSecond, subject: subject)
     if !quiet && !json {
-        let targets = senders.map { "\($0.endpoint) (\($0.endpoint.kind.displayName), \($0.address))" }
-        Terminal.note("sending \(input.path) to \(targets.joined(separator: ", "))\(input.source.isLive ? "; Ctrl-C to stop" : "")")
+        Terminal.note("sending \(input.path) to \(InteropDestinations.targets(senders))\(input.source.isLive ? "; Ctrl-C to stop" : "")")
     }
 
     var summary = TrackSummary(input: input.path, framesPerSecond: input.framesPerSecond)
@@ -83,7 +74,7 @@ func runTrack(_ argv: [String]) throws {
         return !stop.isRequested
     }
     progress.finish()
-    summary.destinations = senders.map { TrackSummary.Destination(url: "\($0.endpoint)", address: "\($0.address)", statistics: $0.statistics) }
+    summary.destinations = senders.map(InteropDestinations.Summary.init)
     if json {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -98,13 +89,6 @@ func runTrack(_ argv: [String]) throws {
 
 /// What `veil track` did: frames read and tracked, and what each destination was sent.
 struct TrackSummary: Codable {
-    struct Destination: Codable {
-        var url: String
-        /// The address the host resolved to.
-        var address: String
-        var statistics: InteropSender.Statistics
-    }
-
     var input: String
     var framesPerSecond: Double
     var frames = 0
@@ -112,7 +96,7 @@ struct TrackSummary: Codable {
     var lost = 0
     /// Summed over the frames (the table shows the mean).
     var trackingMillisecondsTotal = 0.0
-    var destinations: [Destination] = []
+    var destinations: [InteropDestinations.Summary] = []
 
     init(input: String, framesPerSecond: Double) { self.input = input; self.framesPerSecond = framesPerSecond }
 
@@ -129,17 +113,7 @@ struct TrackSummary: Codable {
             "tracked          \(tracked) (\(String(format: "%.1f", frames > 0 ? 100 * Double(tracked) / Double(frames) : 0)) %), lost \(lost)",
             "tracking         \(frames > 0 ? String(format: "%.2f ms", trackingMillisecondsTotal / Double(frames)) : "-") per frame",
         ]
-        for destination in destinations {
-            let s = destination.statistics
-            lines.append("\(destination.url) (\(destination.address))")
-            lines.append("                 \(s.framesSent) frames, \(s.datagramsSent) datagrams sent (\(s.bytesSent) bytes), "
-                         + "\(s.datagramsDropped) dropped, \(s.datagramsRefused) refused, \(s.datagramsFailed) failed")
-            if s.datagramsRefused > 0 {
-                lines.append("                 nothing listened at \(destination.address) for some of them: is the receiver running, on that port?")
-            } else if let failure = s.lastFailure {
-                lines.append("                 \(failure)")
-            }
-        }
+        for destination in destinations { lines += destination.lines }
         return lines.joined(separator: "\n")
     }
 }

@@ -84,6 +84,14 @@ final class CallLayerSurfaceTests: XCTestCase {
     }
 
     /// The graph reading on a graph with a planted path to the faces.
+    /// A face from a VMC Performer or Live Link Face (`InteropFaceSource`, `veil call --face`) comes
+    /// in through a target that reaches nothing but Veil's core, the protocols' codecs and UDP
+    /// sockets: no tracker runtime, no GStreamer, nothing that holds a picture.
+    func testTheInteropFaceSourceReachesOnlyTheCoreCodecsAndSockets() throws {
+        let graph = try Self.packageGraph()
+        XCTAssertEqual(Self.closure(of: "VeilInteropNetwork", in: graph), ["VeilInterop", "VeilDatagram", "VeilCore"])
+    }
+
     func testAPathToTheFacesIsFound() {
         let graph = ["VeilCall": ["VeilCore", "VeilGLib"], "VeilGLib": ["Helpers"], "Helpers": ["VeilMedia"],
                      "VeilMedia": ["VeilVision", "VeilCore"], "VeilVision": ["VeilCore"], "VeilCore": []]

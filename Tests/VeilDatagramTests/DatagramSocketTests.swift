@@ -83,6 +83,52 @@ final class DatagramSocketTests: XCTestCase {
         XCTAssertNil(try receiver.receive(timeout: 0.05), "nothing more came")
     }
 
+    /// Draining into one buffer: each datagram's length and sender, none waiting, a long one cut.
+    func testReceiveIntoOneBufferDrainsWithoutWaiting() throws {
+        let receiver = try DatagramSocket(bindingTo: "127.0.0.1")
+        let sender = try DatagramSocket(connectingTo: "127.0.0.1", port: receiver.localAddress.port)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        XCTAssertNil(try receiver.receive(into: &buffer), "nothing queued: nil at once")
+        XCTAssertFalse(try receiver.waitUntilReadable(timeout: 0.01))
+        for payload in [[1, 2, 3], Array(0..<100)] as [[UInt8]] { try sender.send(payload) }
+        XCTAssertTrue(try receiver.waitUntilReadable(timeout: 2))
+        var received: [DatagramSocket.Reception] = []
+        let deadline = Date().addingTimeInterval(2)
+        while received.count < 2, Date() < deadline {
+            if let reception = try receiver.receive(into: &buffer) {
+                received.append(reception)
+                if reception.count == 3 { XCTAssertEqual(Array(buffer.prefix(3)), [1, 2, 3]) }
+            }
+        }
+        XCTAssertEqual(received.map(\.count), [3, 100])
+        XCTAssertEqual(received.map(\.truncated), [false, true])
+        XCTAssertEqual(Array(buffer.prefix(64)), Array(0..<64))
+        XCTAssertEqual(buffer.count, 64, "the buffer is the caller's and keeps its size")
+        XCTAssertEqual(received.first?.source, sender.localAddress)
+    }
+
+    /// A sender's host whatever its port, IPv4-mapped IPv6 as IPv4: what a receiver bound to every
+    /// address compares.
+    func testHostAddressIgnoresThePortAndIPv4Mapping() throws {
+        let v4 = try XCTUnwrap(DatagramAddress.resolve(host: "127.0.0.1", port: 5000).first)
+        XCTAssertEqual(v4.hostAddress, try DatagramAddress.resolve(host: "127.0.0.1", port: 6000).first?.hostAddress)
+        XCTAssertEqual(v4.hostAddress.port, 0)
+        XCTAssertEqual(v4.hostAddress.host, "127.0.0.1")
+        XCTAssertNotEqual(v4.hostAddress, try DatagramAddress.resolve(host: "127.0.0.2", port: 5000).first?.hostAddress)
+        let mapped = try XCTUnwrap(DatagramAddress.resolve(host: "::ffff:127.0.0.1", port: 5000).first)
+        XCTAssertTrue(mapped.isIPv6)
+        XCTAssertEqual(mapped.hostAddress, v4.hostAddress)
+        let v6 = try XCTUnwrap(DatagramAddress.resolve(host: "::1", port: 5000).first)
+        XCTAssertEqual(v6.hostAddress.host, "::1")
+        XCTAssertTrue(v6.hostAddress.isIPv6)
+        // A socket bound to every address sees an IPv4 sender as mapped; its host address is the IPv4 one.
+        let receiver = try DatagramSocket(bindingTo: "", port: 0)
+        let sender = try DatagramSocket(connectingTo: "127.0.0.1", port: receiver.localAddress.port)
+        try sender.send([1])
+        let datagram = try XCTUnwrap(try receiver.receive(timeout: 2))
+        XCTAssertEqual(datagram.source.hostAddress, v4.hostAddress, "\(datagram.source)")
+    }
+
     // MARK: Helpers
 
     private func roundTrip(listen: String, connect: String) throws {

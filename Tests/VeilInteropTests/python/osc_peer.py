@@ -12,6 +12,12 @@
                       apply, "bones": {name: [px, py, pz, qx, qy, qz, qw]} since the last apply,
                       "ok": last /VMC/Ext/OK}; ends when stdin closes (or after argv[3] seconds,
                       default 300)
+  osc_peer.py send    a VMC Performer built on python-osc's UDPClient: sends to host argv[2], port
+                      argv[3], one frame every argv[4] seconds (default 1/30); stdin: JSON list of
+                      frames {"blend": {name: value}, "head": [x, y, z, w], "eyes": [x, y, z, w]
+                      (optional, both eye bones), "time": t}, each sent as one bundle: /VMC/Ext/OK,
+                      /VMC/Ext/T, the root, the bones, the blendshapes, /VMC/Ext/Blend/Apply;
+                      stdout: JSON {"sent": frames, "bytes": [datagram sizes]}
 """
 import json
 import sys
@@ -81,6 +87,39 @@ def build():
                "messages": [[describe(t.message) for t in OscPacket(d).messages] for d in datagrams]}, sys.stdout)
 
 
+def vmc_frame(frame):
+    contents = [message("/VMC/Ext/OK", ("i", 1)), message("/VMC/Ext/T", ("f", frame["time"])),
+                message("/VMC/Ext/Root/Pos", ("s", "root"), *[("f", v) for v in [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]])]
+    contents.append(message("/VMC/Ext/Bone/Pos", ("s", "Head"), ("f", 0.0), ("f", 0.0), ("f", 0.0),
+                            *[("f", v) for v in frame["head"]]))
+    for eye in ("LeftEye", "RightEye") if "eyes" in frame else ():
+        contents.append(message("/VMC/Ext/Bone/Pos", ("s", eye), ("f", 0.0), ("f", 0.0), ("f", 0.0),
+                                *[("f", v) for v in frame["eyes"]]))
+    contents += [message("/VMC/Ext/Blend/Val", ("s", name), ("f", value)) for name, value in frame["blend"].items()]
+    contents.append(message("/VMC/Ext/Blend/Apply"))
+    return bundle(*contents)
+
+
+def send():
+    from pythonosc.udp_client import UDPClient
+
+    host, port = sys.argv[2], int(sys.argv[3])
+    interval = float(sys.argv[4]) if len(sys.argv) > 4 else 1 / 30
+    frames = json.load(sys.stdin)
+    client = UDPClient(host, port)
+    sizes = []
+    start = time.monotonic()
+    for n, frame in enumerate(frames):
+        due = start + n * interval
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        packet = vmc_frame(frame)
+        client.send(packet)
+        sizes.append(len(packet.dgram))
+    json.dump({"sent": len(frames), "bytes": sizes}, sys.stdout)
+
+
 def serve():
     from pythonosc.dispatcher import Dispatcher
     from pythonosc.osc_server import BlockingOSCUDPServer
@@ -117,6 +156,10 @@ def serve():
     dispatcher.map("/VMC/Ext/OK", on_ok)
     dispatcher.map("/VMC/Ext/Blend/Apply", on_apply)
     server = BlockingOSCUDPServer(("127.0.0.1", port), dispatcher)
+    # Room for seconds of frames (up to the system's limit), so that a busy machine that does not
+    # schedule this process for a while does not make UDP drop what a test then counts.
+    import socket
+    server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     # Counted before python-osc dispatches the datagram's messages (an apply then sees its own).
     handle = server.finish_request
 
@@ -143,4 +186,4 @@ def serve():
 
 
 if __name__ == "__main__":
-    {"parse": parse, "build": build, "serve": serve}[sys.argv[1] if len(sys.argv) > 1 else ""]()
+    {"parse": parse, "build": build, "serve": serve, "send": send}[sys.argv[1] if len(sys.argv) > 1 else ""]()
