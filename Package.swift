@@ -77,7 +77,7 @@ let package = Package(
         // server under load and the peers beside Veil; the report, its JSON and its chart.
         .target(name: "VeilBench",
                 dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth",
-                               "VeilServer", "VeilCall", "VeilConsole", "VeilInterop"]),
+                               "VeilServer", "VeilCall", "VeilConsole", "VeilInterop", "VeilDatagram", "VeilInteropNetwork"]),
         .executableTarget(name: "veil",
                           dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall",
                                          "VeilConsole", "VeilBench", "VeilInterop", "VeilInteropNetwork"]),

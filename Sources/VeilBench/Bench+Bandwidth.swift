@@ -6,12 +6,13 @@ import VeilTracking
 import VeilConsole
 
 /// `veil bench`'s bandwidth comparison: what sending the same talking clips would cost as Veil's
-/// ExpressionFrames, as the landmarks the seed app sent, as VMC blendshape messages, and as
-/// real-time video, in bytes per second of payload and on the wire.
+/// ExpressionFrames, as the landmarks the seed app sent, as VMC and Live Link Face (sent by Veil's
+/// own senders and received over loopback), and as real-time video, in bytes per second of payload
+/// and on the wire.
 ///
 /// Every clip is tracked once from its first frame (a fresh `ExpressionCapture`, as a new call
-/// would) and each tracked frame is serialised three ways; then each clip is encoded once per video
-/// setting. Payloads are measured; the packet headers on top come from `WireOverhead`.
+/// would) and each frame is serialised each way; then each clip is encoded once per video setting.
+/// Payloads are measured; the packet headers on top come from `WireOverhead`.
 struct BandwidthBenchmark {
     var framesPerSecond = 30.0
     /// The video settings a call would use: a bitrate target, keyframes at most this far apart.
@@ -37,7 +38,8 @@ struct BandwidthBenchmark {
         var veil: Int
         var landmarksJSON: Int
         var landmarkPoints: Int
-        var vmc: Int
+        /// The datagrams Veil's VMC and Live Link senders sent for the frame (`InteropWire`).
+        var interop: InteropWire.Datagrams
     }
 
     /// Tracks and serialises every clip, then encodes each as video. A video encoder that cannot
@@ -52,13 +54,14 @@ struct BandwidthBenchmark {
         var sizes: [FrameSizes] = []
         sizes.reserveCapacity(frameCount)
         let progress = ProgressBar(total: frameCount, label: "serialise", quiet: quiet)
+        let wire = try InteropWire()
         for clip in clips {
             tracker.reset()
             let capture = ExpressionCapture(tracker: tracker)
             for (index, image) in clip.frames.enumerated() {
                 let time = Double(index) / framesPerSecond
                 let output = try capture.process(image, captureTimeMicros: UInt64((time * 1e6).rounded()))
-                sizes.append(try serialise(output, time: time, imageWidth: image.width, imageHeight: image.height))
+                sizes.append(try serialise(output, time: time, imageWidth: image.width, imageHeight: image.height, wire: wire))
                 progress.update(sizes.count)
             }
         }
@@ -73,7 +76,14 @@ struct BandwidthBenchmark {
             detail: "52 blendshapes + head pose + gaze, Veil's codec (docs/wire-format.md), one data-channel message per frame"))
         report.sackBytesPerSecond = BenchReport.rounded(Double(veil.count) * WireOverhead.sacksPerDataPacket
                                                         * Double(overhead.sackPacketBytes) / seconds)
-        report.streams.append(vmcStream(sizes.map(\.vmc).filter { $0 > 0 }, seconds: seconds))
+        report.streams.append(udpStream(
+            "VMC over OSC", datagrams: sizes.map(\.interop.vmc), seconds: seconds,
+            detail: "veil track/call --send vmc://: per tracked frame /VMC/Ext/OK, /VMC/Ext/T, /VMC/Ext/Root/Pos, /VMC/Ext/Bone/Pos for "
+                    + "Head and both eyes, 52 × /VMC/Ext/Blend/Val and /VMC/Ext/Blend/Apply, in OSC bundles of at most 1 400 B"))
+        report.streams.append(udpStream(
+            "Live Link Face", datagrams: sizes.map(\.interop.liveLink), seconds: seconds,
+            detail: "veil track/call --send livelink://: per tracked frame one packet of 61 big-endian floats "
+                    + "(52 blendshapes, head and eyes), with device id, subject name and frame time"))
         let landmarkFrames = sizes.filter { $0.landmarksJSON > 0 }
         report.landmarkPointsPerFrame = BenchReport.rounded(
             landmarkFrames.isEmpty ? 0 : Double(landmarkFrames.reduce(0) { $0 + $1.landmarkPoints }) / Double(landmarkFrames.count))
@@ -110,16 +120,17 @@ struct BandwidthBenchmark {
         return report
     }
 
-    /// One frame's ExpressionFrame, seed-app landmark message and VMC bundle.
-    private func serialise(_ output: ExpressionCapture.Output, time: Double, imageWidth: Int, imageHeight: Int) throws -> FrameSizes {
+    /// One frame's ExpressionFrame, seed-app landmark message, and VMC and Live Link datagrams.
+    private func serialise(_ output: ExpressionCapture.Output, time: Double, imageWidth: Int, imageHeight: Int,
+                           wire: InteropWire) throws -> FrameSizes {
         let veil = output.frame.encoded().count
+        let interop = try wire.send(output.frame)
         guard output.frame.state == .tracked, let landmarks = output.tracking.landmarks else {
-            return FrameSizes(veil: veil, landmarksJSON: 0, landmarkPoints: 0, vmc: 0)
+            return FrameSizes(veil: veil, landmarksJSON: 0, landmarkPoints: 0, interop: interop)
         }
         let message = SeedLandmarksMessage(landmarks, imageWidth: imageWidth, imageHeight: imageHeight, timeSeconds: time)
         let json = try JSONEncoder().encode(message)
-        let vmc = VMCFrame.bundle(for: output.frame.expression, timeSeconds: time).encoded()
-        return FrameSizes(veil: veil, landmarksJSON: json.count, landmarkPoints: message.pointCount, vmc: vmc.count)
+        return FrameSizes(veil: veil, landmarksJSON: json.count, landmarkPoints: message.pointCount, interop: interop)
     }
 
     private func dataChannelStream(_ name: String, isVeil: Bool, payloads: [Int], seconds: Double, detail: String) -> BenchReport.Bandwidth.Stream {
@@ -130,12 +141,14 @@ struct BandwidthBenchmark {
             packets: wire.reduce(0) { $0 + $1.packets }, wireBytes: wire.reduce(0) { $0 + $1.bytes })
     }
 
-    private func vmcStream(_ payloads: [Int], seconds: Double) -> BenchReport.Bandwidth.Stream {
-        let wire = payloads.map { overhead.udpDatagram(payload: $0) }
+    /// A stream of UDP datagrams, one frame's per element (frames that sent nothing left out): a
+    /// message is a frame, its payload the sum of its datagrams.
+    private func udpStream(_ name: String, datagrams: [[Int]], seconds: Double, detail: String) -> BenchReport.Bandwidth.Stream {
+        let frames = datagrams.filter { !$0.isEmpty }
+        let wire = frames.joined().map { overhead.udpDatagram(payload: $0) }
         return BenchReport.Bandwidth.Stream(
-            name: "VMC over OSC", detail: "one OSC bundle per tracked frame: /VMC/Ext/T, /VMC/Ext/Bone/Pos for Head and both eyes, "
-                + "52 × /VMC/Ext/Blend/Val, /VMC/Ext/Blend/Apply", isVeil: false, messages: payloads.count, seconds: seconds,
-            payloads: payloads, transport: "UDP/\(overhead.ip.rawValue), IP-fragmented above \(overhead.pathMTU) B",
+            name: name, detail: detail, isVeil: false, messages: frames.count, seconds: seconds,
+            payloads: frames.map { $0.reduce(0, +) }, transport: "UDP/\(overhead.ip.rawValue), IP-fragmented above \(overhead.pathMTU) B",
             packets: wire.reduce(0) { $0 + $1.packets }, wireBytes: wire.reduce(0) { $0 + $1.bytes })
     }
 
@@ -289,7 +302,7 @@ extension BenchReport.Bandwidth {
         }
         let veilPayload = veil?.payloadBytesPerSecond, veilWire = veil?.wireBytesPerSecond
         var lines: [String] = []
-        lines.append("## Bandwidth: the same clips sent five ways")
+        lines.append("## Bandwidth: the same clips sent every way")
         lines.append("")
         lines.append("\(frames) frames (\(String(format: "%g", seconds)) s at \(String(format: "%g", framesPerSecond)) fps), tracked once and "
                      + "serialised each way; the video rows encode the original frames. **Payload** is measured: encoder output, "
@@ -341,8 +354,9 @@ extension BenchReport.Bandwidth {
                      + "\(bytes(sackBytesPerSecond)) B/s back towards Veil's sender when it has nothing to send "
                      + "(in a call both sides send, and SACKs ride in the other side's packets). "
                      + "Video: the payloader's RTP packets (measured, 12-byte header + payload descriptor) + SRTP's "
-                     + "\(o.srtpAuthenticationTag)-byte tag + UDP + IP; header extensions and RTCP are left out. VMC: OSC bundles "
-                     + "in UDP datagrams, IP-fragmented above the \(o.pathMTU)-byte MTU.")
+                     + "\(o.srtpAuthenticationTag)-byte tag + UDP + IP; header extensions and RTCP are left out. VMC and Live Link: "
+                     + "the datagrams Veil's senders sent, as received over loopback, each with its UDP and IP headers "
+                     + "(IP-fragmented above the \(o.pathMTU)-byte MTU; Veil keeps VMC datagrams to 1 400 B).")
         if let call, !call.directions.isEmpty, let veil {
             let measured = call.directions.map { "\($0.from) → \($0.to) \(bytes($0.expressionBytesPerSecond)) B/s" }.joined(separator: ", ")
             lines.append("")

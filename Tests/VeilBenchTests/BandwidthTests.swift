@@ -4,41 +4,34 @@ import XCTest
 @testable import VeilBench
 import VeilInterop
 
-/// The pieces of `veil bench`'s bandwidth comparison that are pure: the VMC frame (built on
-/// VeilInterop's OSC encoder) and the header model.
+/// The pieces of `veil bench`'s bandwidth comparison: what Veil's VMC and Live Link senders send
+/// (over loopback), and the header model.
 final class BandwidthTests: XCTestCase {
-    // MARK: VMC (OSC itself is tested in VeilInteropTests)
+    // MARK: VMC and Live Link, as Veil's senders send them (the formats are tested in VeilInteropTests)
 
-    /// A VMC frame is a well-formed bundle: element sizes chain to the end, the blendshape values
-    /// are all 52 under ARKit's names, and the size is what the OSC rules give.
-    func testVMCFrameCarriesEveryBlendshapeInAWellFormedBundle() throws {
+    /// What the bench weighs is what arrives from Veil's own senders: for a tracked frame, VMC
+    /// datagrams of at most 1 400 B that decode to all 52 blendshapes and carry exactly what
+    /// `VMCEncoder` makes, and one Live Link packet of the published size; nothing for a lost frame.
+    func testTheInteropWireWeighsWhatVeilsSendersSend() throws {
         let expression = VeilCore.Expression(headPose: HeadPose(yaw: 10, pitch: -5, roll: 2), gaze: Gaze(x: 0.2, y: -0.1))
-        let bytes = VMCFrame.bundle(for: expression, timeSeconds: 1.5).encoded()
-        var offset = 16
-        var addresses: [String] = []
-        var blendNames: [String] = []
-        while offset < bytes.count {
-            let size = Int(bytes[offset]) << 24 | Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
-            XCTAssertEqual(size % 4, 0)
-            let element = Array(bytes[(offset + 4)..<(offset + 4 + size)])
-            let address = String(decoding: element.prefix { $0 != 0 }, as: UTF8.self)
-            addresses.append(address)
-            if address == "/VMC/Ext/Blend/Val" {
-                // address (20) + ",sf" (4), then the name.
-                blendNames.append(String(decoding: element[24...].prefix { $0 != 0 }, as: UTF8.self))
-            }
-            offset += 4 + size
-        }
-        XCTAssertEqual(offset, bytes.count, "sizes chain exactly to the end")
-        XCTAssertEqual(addresses.first, "/VMC/Ext/T")
-        XCTAssertEqual(addresses.last, "/VMC/Ext/Blend/Apply")
-        XCTAssertEqual(addresses.filter { $0 == "/VMC/Ext/Bone/Pos" }.count, 3, "head and both eyes")
-        XCTAssertEqual(blendNames, BlendShape.allCases.map(\.name))
-        // Per Blend/Val: 4 (size) + 20 (address) + 4 (",sf") + padded name + 4 (float).
-        let blendBytes = BlendShape.allCases.reduce(0) { $0 + 4 + 20 + 4 + ($1.name.utf8.count / 4 + 1) * 4 + 4 }
-        // Bone/Pos: 4 + 20 (address) + 12 (",sfffffff") + name + 28 (7 floats); names "Head", "LeftEye", "RightEye".
-        let boneBytes = [8, 8, 12].reduce(0) { $0 + 4 + 20 + 12 + $1 + 28 }
-        XCTAssertEqual(bytes.count, 16 + (4 + 12 + 4 + 4) + boneBytes + blendBytes + (4 + 28))
+        let frame = ExpressionFrame(sequence: 7, captureTimeMicros: 1_500_000, state: .tracked, expression: expression)
+        let wire = try InteropWire()
+        let sent = try wire.send(frame)
+        let expected = VMCEncoder().datagrams(for: ExpressionUpdate(expression, time: 1.5))
+        XCTAssertEqual(sent.vmc, expected.map(\.count))
+        XCTAssertGreaterThanOrEqual(sent.vmc.count, 2, "52 blendshapes do not fit one 1 400-byte datagram")
+        XCTAssertTrue(sent.vmc.allSatisfy { $0 <= 1_400 }, "\(sent.vmc)")
+        var receiver = VMCReceiver()
+        var update: ExpressionUpdate?
+        for datagram in expected { update = try receiver.receive(datagram) ?? update }
+        XCTAssertEqual(update?.coefficients.count, 52, "the apply completes the expression")
+        // Live Link: the version byte, the sender's device id (a UUID, 36 B) and subject ("Veil"),
+        // each after its length, the frame time (16 B), the count and 61 floats.
+        XCTAssertEqual(sent.liveLink.count, 1)
+        let liveLinkBytes = 1 + (4 + 36) + (4 + 4) + 16 + 1 + 61 * 4
+        XCTAssertEqual(sent.liveLink.first, liveLinkBytes)
+        let lost = try wire.send(ExpressionFrame(sequence: 8, captureTimeMicros: 1_533_333, state: .lost))
+        XCTAssertEqual(lost, InteropWire.Datagrams(vmc: [], liveLink: []))
     }
 
     // MARK: Header model
