@@ -102,6 +102,30 @@ final class TLSCommandTests: XCTestCase {
         }
     }
 
+    /// `--ca-file` is checked before the call starts: only with a wss:// server (usage, exit 2),
+    /// and it must be a readable file of PEM certificates (exit 1).
+    func testCAFileMustBeAFileOfCertificatesForAWSSServer() throws {
+        let work = try CallWorkspace("veil-tls-ca-file")
+        defer { work.remove() }
+        let garbage = work.directory.appendingPathComponent("garbage.pem")
+        try Data("this is not a PEM file\n".utf8).write(to: garbage)
+        let missing = work.directory.appendingPathComponent("missing.pem").path
+        let cases: [(server: String, caFile: String, status: Int32, message: String)] = [
+            ("ws://127.0.0.1:9/ws", garbage.path, 2, "--ca-file is for a wss:// server"),
+            ("wss://127.0.0.1:9/ws", missing, 1, "--ca-file \(missing): no such file, or not readable"),
+            ("wss://127.0.0.1:9/ws", garbage.path, 1, "--ca-file \(garbage.path): not a PEM file of certificates"),
+        ]
+        for (server, caFile, status, message) in cases {
+            let (call, _, err) = try work.process(["call", "--server", server, "--ca-file", caFile, "--room", "r", "--user", "alice",
+                                                   "--token", "v1.x", "--camera", "none", "--audio-in", "none", "--out", "none", "--duration", "30"])
+            try call.run()
+            let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            call.waitUntilExit()
+            XCTAssertEqual(call.terminationStatus, status, "\(server) --ca-file \(caFile): \(errors)")
+            XCTAssertTrue(errors.contains(message), "\(server) --ca-file \(caFile): \(errors)")
+        }
+    }
+
     // MARK: Helpers
 
     /// Serves TLS with the certificate `certificate` issues and runs a call (trusting the test's
