@@ -17,8 +17,8 @@ import Glibc
 ///   accept again. Here the watch pauses and retries.
 ///
 /// With a certificate, each connection is wrapped in a GLib TLS server connection before libsoup
-/// gets it (as `soup_server_listen` does for an HTTPS server); the handshake runs implicitly on
-/// the first read, on the server's loop.
+/// gets it (as `soup_server_listen` does for an HTTPS server); the handshake runs implicitly when
+/// libsoup first reads the request, and counts towards the server's handshake deadline.
 ///
 /// Used on the server's loop thread only (created there, its source dispatched there).
 final class ServerAcceptor {
