@@ -24,7 +24,8 @@ let package = Package(
                        pkgConfig: "gstreamer-1.0 gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-audio-1.0 gstreamer-sdp-1.0 gstreamer-webrtc-1.0 gstreamer-rtp-1.0",
                        providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
         .systemLibrary(name: "CSoup", pkgConfig: "libsoup-3.0", providers: [.apt(["libsoup-3.0-dev"])]),
-        // libcrypto (OpenSSL, which GStreamer's DTLS elements use): each call's own DTLS certificate.
+        // libcrypto (OpenSSL, which GStreamer's DTLS elements use): each call's own DTLS certificate,
+        // and the room server's TLS certificate and key read and matched before it listens.
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // C shim: typed wrappers for GObject's variadic calls (g_signal_emit_by_name, g_object_get/set).
         .target(name: "CVeilGLib", dependencies: ["CGStreamer"]),
@@ -62,7 +63,8 @@ let package = Package(
         // GLib main loop on its own thread, GObject signal bridging, GError → Swift errors.
         .target(name: "VeilGLib", dependencies: ["CGStreamer", "CVeilGLib"]),
         // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.
-        .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
+        // TLS through GLib's backend (glib-networking); libcrypto checks the key matches the certificate.
+        .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "COpenSSL"]),
         // Calls: WebRTC peers on webrtcbin (Opus + expression data channel), sessions, statistics.
         .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "CVeilGLib", "COpenSSL"]),
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.

@@ -16,8 +16,11 @@ import VeilGLib
 public final class CallSession: @unchecked Sendable {
     /// How to join and what to send.
     public struct Configuration: Sendable {
-        /// The room server's WebSocket URL, e.g. ws://127.0.0.1:7878/ws.
+        /// The room server's WebSocket URL, e.g. ws://127.0.0.1:7878/ws or wss://veil.example.org/ws.
         public var server: URL
+        /// Whom a `wss://` server's certificate must be vouched for by (default: the system's
+        /// trust store). A refused certificate ends the call: retrying cannot help.
+        public var serverTrust: ServerTrust = .system
         public var room: String
         public var user: String
         /// A token from the server's operator (`veil token`), bound to room and user.
@@ -273,7 +276,7 @@ public final class CallSession: @unchecked Sendable {
     // MARK: - Signaling (on the loop's thread)
 
     private func connect() {
-        let connection = SignalingConnection(loop: loop, url: configuration.server)
+        let connection = SignalingConnection(loop: loop, url: configuration.server, trust: configuration.serverTrust)
         connection.onMessage = { [weak self] text in self?.received(text) }
         connection.onClose = { [weak self] closure in self?.lost(closure) }
         state.withLock { $0.connection = connection }
@@ -285,6 +288,11 @@ public final class CallSession: @unchecked Sendable {
                                                                             user: self.configuration.user,
                                                                             token: self.configuration.token)))
                 self.startTimers()
+            case .failure(let error as ServerCertificateError):
+                // Not a server that is down: reconnecting would meet the same certificate.
+                self.state.withLock { $0.leaving = true }
+                self.eventSink.yield(.error(code: "certificate", message: "\(error)"))
+                self.eventSink.yield(.connection(.failed))
             case .failure(let error):
                 self.eventSink.yield(.error(code: "unreachable", message: "\(error)"))
                 self.lost(.lost("\(error)"))

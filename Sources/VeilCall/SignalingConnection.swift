@@ -7,6 +7,8 @@ import VeilGLib
 
 /// A WebSocket to the room server (libsoup), living on a `GLibLoop`. It moves text messages and
 /// reports when the connection closes; what the messages mean is the call session's business.
+/// A `wss://` server must show a certificate that `trust` vouches for, or the connection fails
+/// with a `ServerCertificateError` saying why.
 ///
 /// `@unchecked Sendable`: libsoup objects are touched only on `loop`'s thread (every method hops
 /// there); the callbacks are set before `connect` and only read afterwards.
@@ -20,6 +22,8 @@ public final class SignalingConnection: @unchecked Sendable {
     }
 
     public let url: URL
+    /// Whom a `wss://` server's certificate must be vouched for by.
+    public let trust: ServerTrust
     private let loop: GLibLoop
     private var session: UnsafeMutablePointer<SoupSession>?
     private var connection: OpaquePointer?
@@ -30,9 +34,10 @@ public final class SignalingConnection: @unchecked Sendable {
     /// The end of the connection, on the loop's thread; called once.
     public var onClose: (@Sendable (Closure) -> Void)?
 
-    public init(loop: GLibLoop, url: URL) {
+    public init(loop: GLibLoop, url: URL, trust: ServerTrust = .system) {
         self.loop = loop
         self.url = url
+        self.trust = trust
     }
 
     deinit {
@@ -46,7 +51,8 @@ public final class SignalingConnection: @unchecked Sendable {
         }
     }
 
-    /// Opens the WebSocket; `completion` runs on the loop's thread with the outcome.
+    /// Opens the WebSocket; `completion` runs on the loop's thread with the outcome: a
+    /// `ServerCertificateError` for a `wss://` server whose certificate is refused.
     public func connect(timeoutSeconds: UInt32 = 5, completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
         loop.perform { [self] in
             guard session == nil else { completion(.failure(GLibError(consuming: nil, what: "connecting twice"))); return }
@@ -57,13 +63,33 @@ public final class SignalingConnection: @unchecked Sendable {
             let session = soup_session_new()
             self.session = session
             veilSetTimeout(session, timeoutSeconds)
-            let context = Unmanaged.passRetained(ConnectContext(owner: self, completion: completion)).toOpaque()
+            if let authorities = trust.certificateAuthorities {
+                do {
+                    let database = try ServerTrust.database(authorities)
+                    soup_session_set_tls_database(session, database)
+                    g_object_unref(UnsafeMutableRawPointer(database))
+                } catch {
+                    g_object_unref(UnsafeMutableRawPointer(message))
+                    completion(.failure(error))
+                    return
+                }
+            }
+            let connectContext = ConnectContext(owner: self, completion: completion)
+            // libsoup asks here when GLib's verification failed: refuse, and keep GLib's reasons.
+            GSignal.connect(UnsafeMutableRawPointer(message), "accept-certificate") { [url] certificate, flags in
+                connectContext.refusal = ServerCertificateError(server: url, problems: .init(rawValue: flags),
+                                                                notBefore: certificate.flatMap { validity(of: $0, "not-valid-before") },
+                                                                notAfter: certificate.flatMap { validity(of: $0, "not-valid-after") })
+                return false
+            }
+            let context = Unmanaged.passRetained(connectContext).toOpaque()
             soup_session_websocket_connect_async(session, message, nil, nil, G_PRIORITY_DEFAULT, nil, { source, result, data in
                 let context = Unmanaged<ConnectContext>.fromOpaque(data!).takeRetainedValue()
                 var error: UnsafeMutablePointer<GError>?
                 let connection = soup_session_websocket_connect_finish(SOUP_SESSION(source), result, &error)
                 guard let connection else {
-                    context.completion(.failure(GLibError(consuming: error, what: "connecting to \(context.owner.url.absoluteString)")))
+                    let failure = GLibError(consuming: error, what: "connecting to \(context.owner.url.absoluteString)")
+                    context.completion(.failure(context.refusal ?? failure))
                     return
                 }
                 context.owner.attach(connection)
@@ -118,9 +144,21 @@ private struct UnsafeHandles: @unchecked Sendable {
 private final class ConnectContext {
     let owner: SignalingConnection
     let completion: @Sendable (Result<Void, Error>) -> Void
+    /// Why the server's certificate was refused, if it was.
+    var refusal: ServerCertificateError?
     init(owner: SignalingConnection, completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
         self.owner = owner; self.completion = completion
     }
+}
+
+/// A `GTlsCertificate`'s "not-valid-before" or "not-valid-after" (a `GDateTime`), as a date.
+private func validity(of certificate: gpointer, _ property: String) -> Date? {
+    var value = GValue()
+    g_value_init(&value, g_date_time_get_type())
+    defer { g_value_unset(&value) }
+    g_object_get_property(certificate.assumingMemoryBound(to: GObject.self), property, &value)
+    guard let time = g_value_get_boxed(&value) else { return nil }
+    return Date(timeIntervalSince1970: TimeInterval(g_date_time_to_unix(OpaquePointer(time))))
 }
 
 /// SoupSession's "timeout" property (seconds) through the typed setter.

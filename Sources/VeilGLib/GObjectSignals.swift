@@ -67,6 +67,19 @@ public enum GSignal {
                                           GConnectFlags(rawValue: 0)))
     }
 
+    /// `gboolean (*)(GObject *self, gpointer argument, guint flags, gpointer user_data)` (e.g. a
+    /// SoupMessage's "accept-certificate": the certificate and its `GTlsCertificateFlags`)
+    @discardableResult
+    public static func connect(_ object: gpointer, _ signal: String, _ body: @escaping (gpointer?, UInt32) -> Bool) -> UInt {
+        typealias F = (gpointer?, UInt32) -> Bool
+        let trampoline: @convention(c) (gpointer?, gpointer?, guint, gpointer?) -> gboolean = { _, argument, flags, data in
+            (unboxed(data) as F?)?(argument, flags) == true ? 1 : 0
+        }
+        return UInt(g_signal_connect_data(object, signal, unsafeBitCast(trampoline, to: GCallback.self),
+                                          Unmanaged.passRetained(SignalBox(body as F)).toOpaque(), releaseClosure,
+                                          GConnectFlags(rawValue: 0)))
+    }
+
     /// Disconnects a handler returned by `connect`.
     public static func disconnect(_ object: gpointer, _ handler: UInt) {
         g_signal_handler_disconnect(object, gulong(handler))

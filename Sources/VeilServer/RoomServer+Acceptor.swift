@@ -16,10 +16,15 @@ import Glibc
 /// - one failed `accept` (out of file descriptors, say) removes its watch: the server would never
 ///   accept again. Here the watch pauses and retries.
 ///
+/// With a certificate, each connection is wrapped in a GLib TLS server connection before libsoup
+/// gets it (as `soup_server_listen` does for an HTTPS server); the handshake runs implicitly when
+/// libsoup first reads the request, and counts towards the server's handshake deadline.
+///
 /// Used on the server's loop thread only (created there, its source dispatched there).
 final class ServerAcceptor {
     private let socket: UnsafeMutablePointer<GSocket>
     private let server: UnsafeMutablePointer<SoupServer>
+    private let tls: ServerCertificate?
     private let onFailure: (String) -> Void
     private let admit: (UnsafeMutablePointer<GSocket>) -> Bool
     private var source: GLibSource?
@@ -35,15 +40,17 @@ final class ServerAcceptor {
     static let pauseAfterFailureMilliseconds: UInt32 = 250
 
     /// Listens on `address` and starts accepting into `server` on the calling thread's default
-    /// main context (the server's loop). `admit` sees each accepted socket first and says whether
-    /// to serve it (false closes it at once: the server is full); `onFailure` hears of failed
-    /// accepts (one call per pause).
+    /// main context (the server's loop), over TLS with `tls`. `admit` sees each accepted socket
+    /// first and says whether to serve it (false closes it at once: the server is full);
+    /// `onFailure` hears of failed accepts (one call per pause).
     /// - Throws: `GLibError` when the socket cannot be made, bound or set listening.
     init(address: UnsafeMutablePointer<GSocketAddress>, server: UnsafeMutablePointer<SoupServer>,
+         tls: ServerCertificate? = nil,
          admit: @escaping (UnsafeMutablePointer<GSocket>) -> Bool = { _ in true },
          onFailure: @escaping (String) -> Void) throws {
         socket = try Self.listeningSocket(on: address, backlog: Self.backlog)
         self.server = server
+        self.tls = tls
         self.admit = admit
         self.onFailure = onFailure
         g_object_ref(UnsafeMutableRawPointer(server))
@@ -148,7 +155,14 @@ final class ServerAcceptor {
         }
         defer { g_object_unref(UnsafeMutableRawPointer(connection)) }
         var error: UnsafeMutablePointer<GError>?
-        let stream = UnsafeMutableRawPointer(connection).assumingMemoryBound(to: GIOStream.self)
+        var stream = UnsafeMutableRawPointer(connection).assumingMemoryBound(to: GIOStream.self)
+        if let tls {
+            guard let secured = g_tls_server_connection_new(stream, UnsafeMutablePointer(tls.handle), &error) else {
+                return onFailure(GLibError(consuming: error, what: "starting TLS on a connection").message)
+            }
+            stream = secured
+        }
+        defer { if tls != nil { g_object_unref(UnsafeMutableRawPointer(stream)) } }
         if soup_server_accept_iostream(server, stream, local, remote, &error) == 0 {
             onFailure(GLibError(consuming: error, what: "taking a connection").message)
         }

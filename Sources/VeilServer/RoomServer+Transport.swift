@@ -80,25 +80,40 @@ final class TransportSocket {
     }
 
     /// The TCP socket under the stream libsoup hands over after an upgrade: libsoup wraps the stream
-    /// the acceptor gave it (a `GSocketConnection`) in a private `SoupIOStream`, whose
-    /// `base-iostream` property is that stream. Nil if the layering is not as expected (another
+    /// the acceptor gave it (a `GSocketConnection`, or a TLS connection over one) in a private
+    /// `SoupIOStream`, whose `base-iostream` property is that stream; a TLS connection's
+    /// `base-io-stream` is the one beneath it. Nil if the layering is not as expected (another
     /// libsoup version): the connection then works without the kernel's counters.
     static func socket(under stream: UnsafeMutablePointer<GIOStream>) -> UnsafeMutablePointer<GSocket>? {
         var stream = stream
+        // SoupIOStream → (TLS connection →) socket connection; each layer holds the one beneath.
+        for _ in 0..<3 {
+            let typed = UnsafeMutableRawPointer(stream).assumingMemoryBound(to: GTypeInstance.self)
+            if g_type_check_instance_is_a(typed, g_socket_connection_get_type()) != 0 {
+                return g_socket_connection_get_socket(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: GSocketConnection.self))
+            }
+            guard let base = baseStream(of: stream) else { return nil }
+            stream = base
+        }
+        return nil
+    }
+
+    /// The stream `stream` is layered on (its `base-iostream` or `base-io-stream` property), borrowed.
+    private static func baseStream(of stream: UnsafeMutablePointer<GIOStream>) -> UnsafeMutablePointer<GIOStream>? {
         let object = UnsafeMutableRawPointer(stream)
-        if let instance = object.assumingMemoryBound(to: GTypeInstance.self).pointee.g_class,
-           let property = g_object_class_find_property(UnsafeMutableRawPointer(instance).assumingMemoryBound(to: GObjectClass.self), "base-iostream") {
+        guard let instance = object.assumingMemoryBound(to: GTypeInstance.self).pointee.g_class else { return nil }
+        let objectClass = UnsafeMutableRawPointer(instance).assumingMemoryBound(to: GObjectClass.self)
+        for name in ["base-iostream", "base-io-stream"] {
+            guard let property = g_object_class_find_property(objectClass, name) else { continue }
             var value = GValue()
             g_value_init(&value, property.pointee.value_type)
             defer { g_value_unset(&value) }
-            g_object_get_property(object.assumingMemoryBound(to: GObject.self), "base-iostream", &value)
-            // Borrowed: the SoupIOStream keeps its base alive as long as it lives.
+            g_object_get_property(object.assumingMemoryBound(to: GObject.self), name, &value)
+            // Borrowed: each layer keeps its base alive as long as it lives.
             guard let base = g_value_get_object(&value) else { return nil }
-            stream = base.assumingMemoryBound(to: GIOStream.self)
+            return base.assumingMemoryBound(to: GIOStream.self)
         }
-        let typed = UnsafeMutableRawPointer(stream).assumingMemoryBound(to: GTypeInstance.self)
-        guard g_type_check_instance_is_a(typed, g_socket_connection_get_type()) != 0 else { return nil }
-        return g_socket_connection_get_socket(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: GSocketConnection.self))
+        return nil
     }
 
     /// Whether `error` (from a non-blocking read, write or accept) only says "nothing now, try when

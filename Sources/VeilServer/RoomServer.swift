@@ -12,6 +12,7 @@ import VeilGLib
 ///   everything, this class only carries bytes and time to it and its actions back out.
 /// - With `Configuration.webRoot`, every other path is a file of that directory (`StaticFiles`):
 ///   the browser client at `/`.
+/// - With `Configuration.tls`, all of it is served over TLS: `https://` and `wss://`.
 ///
 /// ```swift
 /// let server = RoomServer(configuration: .init(secret: secret, port: 0))
@@ -43,14 +44,17 @@ public final class RoomServer: @unchecked Sendable {
         /// A directory served read-only at `/` (the browser client, `web/`; see `StaticFiles`), or
         /// nil to serve only `/health` and `/ws`.
         public var webRoot: URL?
+        /// The certificate and key to serve TLS with (`https://`, `wss://`), or nil for plain
+        /// `http://` and `ws://`. The TLS handshake counts towards `handshakeTimeout`.
+        public var tls: ServerCertificate?
 
-        /// A configuration; by default 127.0.0.1:7878, rooms of 8, no web directory.
+        /// A configuration; by default 127.0.0.1:7878, rooms of 8, no web directory, no TLS.
         public init(secret: ServerSecret, host: String = "127.0.0.1", port: Int = RoomServer.defaultPort,
                     rooms: RoomDirectory.Configuration = .init(), handshakeTimeout: TimeInterval = 10,
-                    webRoot: URL? = nil,
+                    webRoot: URL? = nil, tls: ServerCertificate? = nil,
                     clock: @escaping @Sendable () -> SignalingTime = { SignalingTime.now() }) {
             self.secret = secret; self.host = host; self.port = port; self.rooms = rooms; self.clock = clock
-            self.handshakeTimeout = handshakeTimeout; self.webRoot = webRoot
+            self.handshakeTimeout = handshakeTimeout; self.webRoot = webRoot; self.tls = tls
         }
     }
 
@@ -111,17 +115,19 @@ public final class RoomServer: @unchecked Sendable {
 
     /// The port it listens on, once started.
     public var port: Int? { lifecycle.withLock { $0.port } }
-    /// `ws://host:port/ws`, once started (a wildcard host is given as the loopback address).
+    /// `ws://host:port/ws` (`wss://` with TLS), once started (a wildcard host is given as the
+    /// loopback address).
     public var webSocketURL: URL? { lifecycle.withLock { $0.webSocketURL } }
-    /// `http://host:port/`, once started: the browser client when `webRoot` is set.
-    public var pageURL: URL? {
-        webSocketURL.flatMap { URL(string: $0.absoluteString.replacingOccurrences(of: "ws://", with: "http://")
-            .replacingOccurrences(of: Self.webSocketPath, with: "/")) }
-    }
-    /// `http://host:port/health`, once started.
-    public var healthURL: URL? {
-        webSocketURL.flatMap { URL(string: $0.absoluteString.replacingOccurrences(of: "ws://", with: "http://")
-            .replacingOccurrences(of: Self.webSocketPath, with: Self.healthPath)) }
+    /// `http://host:port/` (`https://` with TLS), once started: the browser client when `webRoot` is set.
+    public var pageURL: URL? { httpURL(path: "/") }
+    /// `http://host:port/health` (`https://` with TLS), once started.
+    public var healthURL: URL? { httpURL(path: Self.healthPath) }
+
+    private func httpURL(path: String) -> URL? {
+        guard let webSocketURL, var parts = URLComponents(url: webSocketURL, resolvingAgainstBaseURL: false) else { return nil }
+        parts.scheme = parts.scheme == "wss" ? "https" : "http"
+        parts.path = path
+        return parts.url
     }
 
     /// Starts listening and returns the WebSocket URL clients connect to. A server starts once.
@@ -150,7 +156,7 @@ public final class RoomServer: @unchecked Sendable {
             continuation.finish()
             throw error
         }
-        let url = Self.webSocketURL(host: configuration.host, port: core.port)
+        let url = Self.webSocketURL(host: configuration.host, port: core.port, secure: configuration.tls != nil)
         lifecycle.withLock { state in
             state.loop = loop; state.core = core; state.port = core.port; state.webSocketURL = url
         }
@@ -198,12 +204,12 @@ public final class RoomServer: @unchecked Sendable {
         held.wait()
     }
 
-    static func webSocketURL(host: String, port: Int) -> URL {
+    static func webSocketURL(host: String, port: Int, secure: Bool) -> URL {
         var shown = host
         if host == "0.0.0.0" || host == "localhost" { shown = "127.0.0.1" }
         if host == "::" { shown = "::1" }
         if shown.contains(":") { shown = "[\(shown)]" }
-        return URL(string: "ws://\(shown):\(port)\(webSocketPath)") ?? URL(fileURLWithPath: "/")
+        return URL(string: "\(secure ? "wss" : "ws")://\(shown):\(port)\(webSocketPath)") ?? URL(fileURLWithPath: "/")
     }
 }
 
@@ -318,7 +324,7 @@ final class ServerCore: @unchecked Sendable {
         // Veil listens and accepts itself, not through soup_server_listen (see ServerAcceptor).
         do {
             guard let server else { throw VeilError.io("the HTTP server is gone") }
-            let acceptor = try ServerAcceptor(address: address, server: server, admit: { [weak self] socket in
+            let acceptor = try ServerAcceptor(address: address, server: server, tls: configuration.tls, admit: { [weak self] socket in
                 self?.admit(socket) ?? false
             }) { [weak self] reason in
                 guard let self else { return }

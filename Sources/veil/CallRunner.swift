@@ -24,6 +24,8 @@ final class CallRunner: @unchecked Sendable {
         var room: String
         var user: String
         var token: String
+        /// Whom a wss:// server's certificate must be vouched for by (--ca-file).
+        var serverTrust = ServerTrust.system
         /// A camera (/dev/videoN) or a video file (played in real time, looped); nil: no camera, the
         /// avatar follows the voice.
         var video: String?
@@ -106,9 +108,11 @@ final class CallRunner: @unchecked Sendable {
             output = .callback { audio in mixer.add(audio.samples, at: audio.playoutTimeMicros) }
         }
         let chosen = output
-        session = CallSession(configuration: .init(server: options.server, room: options.room, user: options.user,
-                                                   token: options.token, audioInput: options.audioIn,
-                                                   audioOutput: { _ in chosen }, peer: options.peer))
+        var configuration = CallSession.Configuration(server: options.server, room: options.room, user: options.user,
+                                                      token: options.token, audioInput: options.audioIn,
+                                                      audioOutput: { _ in chosen }, peer: options.peer)
+        configuration.serverTrust = options.serverTrust
+        session = CallSession(configuration: configuration)
         report = Mutex(Report(user: options.user))
         sender = ExpressionSender(session: session, hasCamera: options.video != nil || options.face != nil,
                                   seed: VoiceExpressionGenerator.seed(for: options.user))
@@ -164,7 +168,8 @@ final class CallRunner: @unchecked Sendable {
                         r.expressionBytesSent = peer.expression.bytesSent
                     }
                 }
-                if case .connection(.failed) = event { failed.withLock { $0 = "the call failed" } }
+                if case .error("certificate", let message) = event { failed.withLock { $0 = message } }
+                if case .connection(.failed) = event { failed.withLock { $0 = $0 ?? "the call failed" } }
                 if case .error("replaced", _) = event {
                     failed.withLock { $0 = "\(options.user) joined \(options.room) from somewhere else, which took this call over" }
                 }

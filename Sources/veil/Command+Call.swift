@@ -17,7 +17,13 @@ while your face is out of view for more than a second, your avatar follows your 
 (mouth from speech energy, blinks, small head motion), and the others see it marked "· voice".
 
 OPTIONS:
-  --server URL             The room server's WebSocket URL (e.g. ws://127.0.0.1:7878/ws)
+  --server URL             The room server's WebSocket URL (e.g. ws://127.0.0.1:7878/ws, or
+                           wss://HOST:PORT/ws for a server with TLS: its certificate must be
+                           valid, issued for HOST and signed by an authority this machine trusts;
+                           otherwise the call ends at once, saying why: unknown authority,
+                           expired, wrong host name; exit 1)
+  --ca-file FILE           Trust the certificate authorities in FILE (PEM) for a wss:// server,
+                           instead of the system's trust store (a private authority's servers)
   --room R --user U        Room and your name in it
   --token T                Your token from the server's operator (`veil token`); or VEIL_TOKEN
   --camera /dev/videoN|none   Track this camera, or none: the avatar follows your voice
@@ -65,13 +71,13 @@ KEYS (on a terminal): m mute/unmute · s audio output (next sink of the sound se
 """, run: runCall)
 
 func runCall(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["server", "room", "user", "token", "camera", "video", "audio-in", "audio-out",
+    let args = try Arguments(argv, valued: ["server", "room", "user", "token", "ca-file", "camera", "video", "audio-in", "audio-out",
                                             "out", "style", "duration", "size", "background", "stun", "turn", "privacy", "latency",
                                             "face", "send"],
                              booleans: ["json", "quiet", "relay-only", "full-expression"])
     guard args.positionals.isEmpty else { throw UsageError("call takes no positional arguments") }
     guard let serverText = args.value("server"), let server = URL(string: serverText), server.scheme == "ws" || server.scheme == "wss" else {
-        throw UsageError("call needs --server ws://HOST:PORT/ws")
+        throw UsageError("call needs --server ws://HOST:PORT/ws (or wss:// for a server with TLS)")
     }
     guard let room = args.value("room"), let user = args.value("user") else { throw UsageError("call needs --room and --user") }
     guard let token = args.value("token") ?? ProcessInfo.processInfo.environment["VEIL_TOKEN"] else {
@@ -82,6 +88,10 @@ func runCall(_ argv: [String]) throws {
     let hasDisplay = ProcessInfo.processInfo.environment["DISPLAY"] != nil || ProcessInfo.processInfo.environment["WAYLAND_DISPLAY"] != nil
 
     var options = CallRunner.Options(server: server, room: room, user: user, token: token)
+    if let caFile = args.value("ca-file") {
+        guard server.scheme == "wss" else { throw UsageError("--ca-file is for a wss:// server; \(serverText) is not encrypted") }
+        options.serverTrust = try ServerTrust(certificateAuthorities: URL(fileURLWithPath: caFile))
+    }
     if args.value("camera") != nil && args.value("video") != nil { throw UsageError("give --camera or --video, not both") }
     if let face = args.value("face") {
         guard args.value("camera") == nil && args.value("video") == nil else {

@@ -11,14 +11,15 @@ let serveCommand = Command(name: "serve", help: """
 USAGE: veil serve [options]
 
 Runs the room server: WebSocket signaling at /ws (docs/protocol.md), GET /health, and the browser
-client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call). Clients join
-a room with a token from `veil token`; the server relays their WebRTC offers, answers and ICE
-candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and mutes.
-Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM.
+client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call). With
+--tls-cert and --tls-key all of it is served over TLS: https:// and wss:// (docs/deployment.md).
+Clients join a room with a token from `veil token`; the server relays their WebRTC offers, answers
+and ICE candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and
+mutes. Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM.
 
 OPTIONS:
   --host ADDRESS       IP address to listen on (default 127.0.0.1, this machine only;
-                       0.0.0.0 or :: for every interface: put TLS in front, signaling is ws://)
+                       0.0.0.0 or :: for every interface: serve TLS then, see --tls-cert)
   --port PORT          TCP port (default \(RoomServer.defaultPort); 0 picks a free one and prints it)
   --room-size N        Most participants per room, 2…32 (default 8): rooms are WebRTC meshes
   --secret-file PATH   The token signing secret (default \(ServerSecret.defaultFile().path)),
@@ -35,6 +36,12 @@ OPTIONS:
                        checkout's web/ found from here or from the executable); `none` serves only
                        /health and /ws. Browsers need HTTPS for the microphone anywhere but
                        localhost: see docs/browser.md
+  --tls-cert FILE      Serve https:// and wss:// with this certificate (PEM: the server's
+                       certificate first, then any intermediates; its names must include the
+                       host name clients connect to)
+  --tls-key FILE       The certificate's private key (PEM, unencrypted). Both files are checked
+                       before the server listens: missing, unreadable, not PEM, or a key that is
+                       not the certificate's ends `veil serve` with a message (exit 1)
 """, run: runServe)
 
 let tokenCommand = Command(name: "token", help: """
@@ -61,7 +68,8 @@ func loadSecret(_ args: Arguments, createIfMissing: Bool) throws -> (ServerSecre
 }
 
 func runServe(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server", "max-connections", "web"], booleans: [])
+    let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server", "max-connections", "web",
+                                            "tls-cert", "tls-key"], booleans: [])
     guard args.positionals.isEmpty else { throw UsageError("serve takes no positional arguments") }
     let port = try args.int("port", default: RoomServer.defaultPort, range: 0...65535)
     let roomSize = try args.int("room-size", default: 8, range: 2...32)
@@ -70,6 +78,7 @@ func runServe(_ argv: [String]) throws {
     let iceServers = try (args.value("ice-server") ?? "").split(separator: ",").map { try iceServer(String($0)) }
     let (secret, source) = try loadSecret(args, createIfMissing: true)
     let web = try webDirectory(option: args.value("web"))
+    let tls = try serverCertificate(certificate: args.value("tls-cert"), key: args.value("tls-key"))
     // One descriptor per client: the usual soft limit of 1024 would refuse clients long before the CPU is busy.
     let files = OpenFileLimit.raiseToHard()
     if let problem = files.problem { Terminal.note("veil serve: open-file limit \(files.soft): \(problem)") }
@@ -82,7 +91,7 @@ func runServe(_ argv: [String]) throws {
     let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
                                                  rooms: .init(maximumParticipants: roomSize, iceServers: iceServers,
                                                               maximumConnections: maximumConnections),
-                                                 webRoot: web.directory))
+                                                 webRoot: web.directory, tls: tls))
     // Log lines go to stdout as they happen, from a task that ends with the event stream.
     let logged = DispatchSemaphore(value: 0)
     Task.detached {
@@ -91,7 +100,11 @@ func runServe(_ argv: [String]) throws {
     }
     let url = try server.start()
     Terminal.note("veil serve: secret from \(source)")
-    if host == "0.0.0.0" || host == "::" {
+    if let tls {
+        Terminal.note("veil serve: TLS with the certificate for \(tls.subject)"
+                      + (tls.notAfter.map { ", valid until \(ISO8601DateFormatter().string(from: $0))" } ?? ""))
+        if tls.hasExpired() { Terminal.note("veil serve: this certificate has EXPIRED: clients will refuse it; renew it") }
+    } else if host == "0.0.0.0" || host == "::" {
         Terminal.note("veil serve: listening on every interface, port \(server.port ?? port); signaling is not encrypted (ws://)")
     }
     let taken = server.status().maximumConnections
@@ -110,6 +123,17 @@ func runServe(_ argv: [String]) throws {
     server.stop()
     _ = logged.wait(timeout: .now() + 2)
     sources.forEach { $0.cancel() }
+}
+
+/// `--tls-cert` and `--tls-key`: both or neither; read and checked before the server listens.
+func serverCertificate(certificate: String?, key: String?) throws -> ServerCertificate? {
+    switch (certificate, key) {
+    case (nil, nil): return nil
+    case (.some, nil): throw UsageError("--tls-cert needs --tls-key FILE, the certificate's private key")
+    case (nil, .some): throw UsageError("--tls-key needs --tls-cert FILE, the certificate it belongs to")
+    case let (certificate?, key?):
+        return try ServerCertificate(certificateFile: URL(fileURLWithPath: certificate), keyFile: URL(fileURLWithPath: key))
+    }
 }
 
 /// The directory `veil serve` serves at `/`: `--web DIR` (`none`: nothing), else `$VEIL_WEB`, else

@@ -49,17 +49,17 @@ struct CallWorkspace {
     /// The secret file `veil serve` and `veil token` share.
     var secret: String { directory.appendingPathComponent("secret").path }
 
-    /// `veil serve` on a free port (the caller terminates it) and its WebSocket URL, read from its
-    /// standard error.
-    func startServer() throws -> (server: Process, url: String) {
-        let (server, _, serverErr) = try process(["serve", "--port", "0", "--secret-file", secret])
+    /// `veil serve` on a free port with `arguments` added (the caller terminates it) and its
+    /// WebSocket URL (ws:// or wss://), read from its standard error.
+    func startServer(_ arguments: [String] = []) throws -> (server: Process, url: String) {
+        let (server, _, serverErr) = try process(["serve", "--port", "0", "--secret-file", secret] + arguments)
         try server.run()
         var url: String?
         var log = ""
         let deadline = Date().addingTimeInterval(10)
         while url == nil, Date() < deadline {
             log += String(decoding: serverErr.fileHandleForReading.availableData, as: UTF8.self)
-            url = log.split(separator: " ").first { $0.hasPrefix("ws://") }.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ";,\n")) }
+            url = log.split(separator: " ").first { $0.hasPrefix("ws://") || $0.hasPrefix("wss://") }.map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ";,\n")) }
         }
         do {
             return (server, try XCTUnwrap(url, "no URL from veil serve: \(log)"))

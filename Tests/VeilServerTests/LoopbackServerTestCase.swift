@@ -13,6 +13,8 @@ class LoopbackServerTestCase: XCTestCase {
     var authority: TokenAuthority!
     var clientLoop: GLibLoop!
     var log: EventLog!
+    /// The authorities clients trust for a server with TLS (`startServer(tls:)`).
+    var certificateAuthorities: URL?
 
     override func tearDown() {
         server?.stop()
@@ -21,10 +23,12 @@ class LoopbackServerTestCase: XCTestCase {
         super.tearDown()
     }
 
-    func startServer(rooms: RoomDirectory.Configuration = .init(), handshakeTimeout: TimeInterval = 10) throws {
+    func startServer(rooms: RoomDirectory.Configuration = .init(), handshakeTimeout: TimeInterval = 10,
+                     tls: ServerCertificate? = nil) throws {
         let secret = ServerSecret.random()
         authority = TokenAuthority(secret: secret)
-        server = RoomServer(configuration: .init(secret: secret, host: "127.0.0.1", port: 0, rooms: rooms, handshakeTimeout: handshakeTimeout))
+        server = RoomServer(configuration: .init(secret: secret, host: "127.0.0.1", port: 0, rooms: rooms, handshakeTimeout: handshakeTimeout,
+                                                 tls: tls))
         log = EventLog(server.events)
         url = try server.start()
         port = try XCTUnwrap(server.port)
@@ -36,7 +40,7 @@ class LoopbackServerTestCase: XCTestCase {
 
     /// A libsoup WebSocket client on the server, pinging every second.
     func connect(_ name: String = "client") throws -> WebSocketTestClient {
-        try WebSocketTestClient.connect(to: url, name: name, loop: clientLoop)
+        try WebSocketTestClient.connect(to: url, name: name, loop: clientLoop, certificateAuthorities: certificateAuthorities)
     }
 
     /// A client that has joined `room` as `user` (a test failure, and a throw, if it was not admitted).

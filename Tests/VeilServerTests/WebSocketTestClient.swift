@@ -30,13 +30,19 @@ final class WebSocketTestClient: @unchecked Sendable {
         self.loop = loop
     }
 
-    /// Connects to `url` and starts pinging every second.
-    static func connect(to url: URL, name: String = "client", loop: GLibLoop, timeout: TimeInterval = 5) throws -> WebSocketTestClient {
+    /// Connects to `url` and starts pinging every second; a `wss://` server's certificate must be
+    /// signed by one of `certificateAuthorities` (a PEM file) when given.
+    static func connect(to url: URL, name: String = "client", loop: GLibLoop, timeout: TimeInterval = 5,
+                        certificateAuthorities: URL? = nil) throws -> WebSocketTestClient {
         let client = WebSocketTestClient(name: name, loop: loop)
         let result = Mutex<Result<Void, ConnectError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         try loop.sync {
             client.session = soup_session_new()
+            if let certificateAuthorities, let database = g_tls_file_database_new(certificateAuthorities.path, nil) {
+                soup_session_set_tls_database(client.session, UnsafeMutableRawPointer(database).assumingMemoryBound(to: GTlsDatabase.self))
+                g_object_unref(UnsafeMutableRawPointer(database))
+            }
             let message = soup_message_new("GET", url.absoluteString)
             let box = Unmanaged.passRetained(ConnectBox { outcome in
                 result.withLock { $0 = outcome }
