@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "VeilMedia", targets: ["VeilMedia"]),
         .library(name: "VeilInterop", targets: ["VeilInterop"]),
         .library(name: "VeilInteropNetwork", targets: ["VeilInteropNetwork"]),
+        .library(name: "VeilExpressionSource", targets: ["VeilExpressionSource"]),
+        .library(name: "VeilCameraSource", targets: ["VeilCameraSource"]),
         .executable(name: "veil", targets: ["veil"]),
         .executable(name: "veil-privacy", targets: ["veil-privacy"]),
     ],
@@ -40,13 +42,18 @@ let package = Package(
         // Pure Swift: the avatar ecosystem's wire formats (OSC 1.0 and the VMC protocol, Live Link
         // Face), encoded and decoded without I/O; links nothing beyond VeilCore.
         .target(name: "VeilInterop", dependencies: ["VeilCore"]),
+        // The seam every expression source plugs into (`ExpressionSource`: a camera and its tracker,
+        // a VMC or Live Link Face sender, later Apple's ARKit or Vision), and the thread a source
+        // delivers from. Links nothing beyond VeilCore (CallLayerSurfaceTests reads the graph): a new
+        // source is a target beside the others that depends on this one.
+        .target(name: "VeilExpressionSource", dependencies: ["VeilCore"]),
         // UDP sockets over Glibc (every system call in System.swift): IPv4 and IPv6, getaddrinfo,
         // sends that never block. No C type in its API.
         .target(name: "VeilDatagram"),
         // The avatar protocols over UDP: Veil's expression frames sent to VMC Marionettes and to
         // Unreal's Live Link (`veil track --send`, `veil call --send`), and a face received from a
         // VMC Performer or the Live Link Face app (`veil call --face`). No LiteRT, no GStreamer.
-        .target(name: "VeilInteropNetwork", dependencies: ["VeilInterop", "VeilDatagram", "VeilCore"]),
+        .target(name: "VeilInteropNetwork", dependencies: ["VeilInterop", "VeilDatagram", "VeilCore", "VeilExpressionSource"]),
         // Pure Swift: pictures and faces. Images, landmarks, face geometry, head pose and the
         // expression estimator. The call layer (VeilCall) must not depend on it, even indirectly
         // (CallLayerSurfaceTests reads the package graph).
@@ -60,6 +67,9 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-L\(liteRtDir)", "-Xlinker", "-rpath", "-Xlinker", liteRtDir])]),
         // GStreamer sources and sinks: files, images, image sequences, v4l2; MP4/WebM/PNG out.
         .target(name: "VeilMedia", dependencies: ["VeilCore", "VeilVision", "CGStreamer", "CX11"]),
+        // The camera as an expression source: a camera or video file (played in real time, looped),
+        // tracked on its own thread at the chosen privacy level (`veil call --camera/--video`).
+        .target(name: "VeilCameraSource", dependencies: ["VeilExpressionSource", "VeilTracking", "VeilMedia", "VeilVision", "VeilCore"]),
         // GLib main loop on its own thread, GObject signal bridging, GError → Swift errors.
         .target(name: "VeilGLib", dependencies: ["CGStreamer", "CVeilGLib"]),
         // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.
@@ -82,7 +92,8 @@ let package = Package(
                                "VeilServer", "VeilCall", "VeilConsole", "VeilInterop", "VeilDatagram", "VeilInteropNetwork"]),
         .executableTarget(name: "veil",
                           dependencies: ["VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTracking", "VeilMedia", "VeilSynth", "VeilServer", "VeilCall",
-                                         "VeilConsole", "VeilBench", "VeilInterop", "VeilInteropNetwork"]),
+                                         "VeilConsole", "VeilBench", "VeilInterop", "VeilInteropNetwork",
+                                         "VeilExpressionSource", "VeilCameraSource"]),
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
         .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
@@ -96,6 +107,7 @@ let package = Package(
         // python/: the independent OSC implementation (python-osc) the tests check Veil against.
         .testTarget(name: "VeilInteropTests", dependencies: ["VeilInterop", "VeilCore"], exclude: ["python"]),
         .testTarget(name: "VeilDatagramTests", dependencies: ["VeilDatagram"]),
+        .testTarget(name: "VeilExpressionSourceTests", dependencies: ["VeilExpressionSource", "VeilCore"]),
         .testTarget(name: "VeilInteropNetworkTests", dependencies: ["VeilInteropNetwork", "VeilInterop", "VeilDatagram", "VeilCore"]),
         .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "VeilInterop", "VeilDatagram", "veil"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.

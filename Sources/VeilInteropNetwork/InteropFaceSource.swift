@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import VeilCore
 import VeilDatagram
+import VeilExpressionSource
 import VeilInterop
 
 /// A face from a VMC Performer or the Live Link Face app (an iPhone's ARKit tracking), as a call
@@ -17,7 +18,7 @@ import VeilInterop
 ///
 /// `@unchecked Sendable`: the receiver, privacy stage and sequence are touched only by the loop's
 /// thread; what other threads read (statistics, running) sits behind `Mutex`es.
-public final class InteropFaceSource: @unchecked Sendable {
+public final class InteropFaceSource: ExpressionSource, @unchecked Sendable {
     /// Where to listen, whom to accept and how to time the frames.
     public struct Configuration: Sendable {
         /// The protocol, the sender to accept (`host`; empty: the first that sends a datagram
@@ -85,6 +86,9 @@ public final class InteropFaceSource: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// The protocol and the port listened on: `Live Link Face on port 11111`.
+    public var sourceDescription: String { "\(configuration.endpoint.kind.displayName) on port \(localAddress.port)" }
 
     /// What came in and went out so far (updated after every wake-up of the loop).
     public var statistics: Statistics { shared.withLock { $0 } }

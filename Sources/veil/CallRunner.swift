@@ -6,15 +6,17 @@ import VeilCore
 import VeilVision
 import VeilMedia
 import VeilRender
-import VeilTracking
 import VeilConsole
 import VeilInterop
 import VeilInteropNetwork
+import VeilExpressionSource
+import VeilCameraSource
 
-/// Runs one participant of a call from the command line: camera or video → tracker (or a VMC or
-/// Live Link Face sender → `InteropFaceSource`) → expression frames out, and to any `--send`
-/// destination (made from the voice instead when there is no camera or the face is out of view,
-/// see `ExpressionSender`); remote expressions and voices in → picture-in-picture view → window or file.
+/// Runs one participant of a call from the command line: an `ExpressionSource` (camera or video →
+/// tracker, `CameraExpressionSource`; or a VMC or Live Link Face sender, `InteropFaceSource`) →
+/// expression frames out, and to any `--send` destination (made from the voice instead when there
+/// is no camera or the face is out of view, see `ExpressionSender`); remote expressions and voices
+/// in → picture-in-picture view → window or file.
 final class CallRunner: @unchecked Sendable {
     enum Output { case window, file(String), none }
     enum Control: Equatable { case toggleMute, cycleAudioOutput, cycleBackground, cycleLayout, toggleCompactWindow, leave }
@@ -187,44 +189,11 @@ final class CallRunner: @unchecked Sendable {
         sender.start()
 
         // Capture: the camera or video, tracked on a thread of its own; or the face source's thread.
-        let captureDone = DispatchSemaphore(value: 0)
-        var captureThread: Thread?
-        faceSource?.start(voiceMouth: { [sender] in sender.voiceMouth }) { [self] frame in sendCaptured(frame) }
+        var source: ExpressionSource? = faceSource
         if let video = options.video {
-            let source = try VideoSource.open(video)
-            let capture = ExpressionCapture(tracker: try MediaPipeFaceTracker(),
-                                            privacy: options.privacy)
-            let thread = Thread { [self] in
-                var frame = VideoFrame(image: RGBImage(width: 0, height: 0), timestampMicros: 0)
-                var source = source
-                let pace = session.mediaTimeMicros
-                var loopOffset: UInt64 = 0, lastStamp: UInt64 = 0
-                while running.withLock({ $0 }) {
-                    do {
-                        if try !source.read(into: &frame) {
-                            guard !source.isLive, let again = try? VideoSource.open(video) else { break }
-                            source = again
-                            loopOffset += lastStamp + 33_333
-                            continue
-                        }
-                    } catch { break }
-                    lastStamp = frame.timestampMicros
-                    // Files play in real time, as a camera would deliver them.
-                    if !source.isLive {
-                        let due = pace + loopOffset + frame.timestampMicros
-                        let now = session.mediaTimeMicros
-                        if due > now { Thread.sleep(forTimeInterval: Double(due - now) / 1e6) }
-                    }
-                    guard let out = try? capture.process(frame.image, captureTimeMicros: session.mediaTimeMicros,
-                                                         voiceMouth: sender.voiceMouth) else { continue }
-                    sendCaptured(out.frame)
-                }
-                captureDone.signal()
-            }
-            thread.name = "veil-capture"
-            thread.start()
-            captureThread = thread
+            source = try CameraExpressionSource(path: video, privacy: options.privacy, clock: { [session] in session.mediaTimeMicros })
         }
+        source?.start(voiceMouth: { [sender] in sender.voiceMouth }) { [self] frame in sendCaptured(frame) }
 
         // Output: window or file, at 30 fps, with the received voices mixed in when recording.
         let width = options.size.width, height = options.size.height
@@ -340,8 +309,7 @@ final class CallRunner: @unchecked Sendable {
         }
         running.withLock { $0 = false }
         // The capture ends before the counters are read: the interop senders are its thread's.
-        faceSource?.stop()
-        if captureThread != nil { _ = captureDone.wait(timeout: .now() + 5) }
+        source?.stop()
         sender.stop()
         report.withLock { r in
             r.cameraFramesSent = sender.statistics.cameraFrames

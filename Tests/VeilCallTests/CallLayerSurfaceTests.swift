@@ -89,7 +89,25 @@ final class CallLayerSurfaceTests: XCTestCase {
     /// sockets: no tracker runtime, no GStreamer, nothing that holds a picture.
     func testTheInteropFaceSourceReachesOnlyTheCoreCodecsAndSockets() throws {
         let graph = try Self.packageGraph()
-        XCTAssertEqual(Self.closure(of: "VeilInteropNetwork", in: graph), ["VeilInterop", "VeilDatagram", "VeilCore"])
+        XCTAssertEqual(Self.closure(of: "VeilInteropNetwork", in: graph), ["VeilInterop", "VeilDatagram", "VeilCore", "VeilExpressionSource"])
+    }
+
+    /// The seam every expression source plugs into links nothing beyond Veil's core: no tracker
+    /// runtime, no GStreamer, no sockets, nothing that holds a picture. The sources are targets
+    /// beside it (the camera's reaches the tracker; `--face`'s does not), and the call layer reaches
+    /// none of them.
+    func testExpressionSourcesPlugIntoATargetThatLinksNothing() throws {
+        let graph = try Self.packageGraph()
+        XCTAssertEqual(graph["VeilExpressionSource"], ["VeilCore"])
+        XCTAssertEqual(graph["VeilCore"], [])
+        XCTAssertEqual(Self.closure(of: "VeilExpressionSource", in: graph), ["VeilCore"])
+        for source in ["VeilInteropNetwork", "VeilCameraSource"] {
+            XCTAssertTrue(graph[source]?.contains("VeilExpressionSource") ?? false, "\(source) does not plug into VeilExpressionSource")
+        }
+        XCTAssertTrue(Self.closure(of: "VeilCameraSource", in: graph).contains("VeilTracking"))
+        XCTAssertFalse(Self.closure(of: "VeilInteropNetwork", in: graph).contains("VeilTracking"))
+        let call = Self.closure(of: "VeilCall", in: graph)
+        XCTAssertTrue(call.isDisjoint(with: ["VeilExpressionSource", "VeilCameraSource", "VeilInteropNetwork"]))
     }
 
     func testAPathToTheFacesIsFound() {
