@@ -96,7 +96,7 @@ let package = Package(
                                          "VeilExpressionSource", "VeilCameraSource"]),
 
         .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
-        .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer"]),
+        .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer", "VeilTestSupport"]),
         .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia", "VeilServer", "VeilBench"]),
         .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore", "VeilVision"]),
         .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore", "VeilVision"]),
@@ -105,13 +105,15 @@ let package = Package(
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore", "VeilVision"]),
         .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision", "VeilInterop"]),
         // python/: the independent OSC implementation (python-osc) the tests check Veil against.
-        .testTarget(name: "VeilInteropTests", dependencies: ["VeilInterop", "VeilCore"], exclude: ["python"]),
+        // What several test targets share: a certificate authority made with openssl, python-osc's peer, test expressions.
+        .target(name: "VeilTestSupport", dependencies: ["VeilCore"], path: "Tests/VeilTestSupport"),
+        .testTarget(name: "VeilInteropTests", dependencies: ["VeilInterop", "VeilCore", "VeilTestSupport"], exclude: ["python"]),
         .testTarget(name: "VeilDatagramTests", dependencies: ["VeilDatagram"]),
         .testTarget(name: "VeilExpressionSourceTests", dependencies: ["VeilExpressionSource", "VeilCore"]),
-        .testTarget(name: "VeilInteropNetworkTests", dependencies: ["VeilInteropNetwork", "VeilInterop", "VeilDatagram", "VeilCore"]),
-        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "VeilInterop", "VeilDatagram", "veil"]),
+        .testTarget(name: "VeilInteropNetworkTests", dependencies: ["VeilInteropNetwork", "VeilInterop", "VeilDatagram", "VeilCore", "VeilTestSupport"]),
+        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "VeilInterop", "VeilDatagram", "VeilTestSupport", "veil"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.
-        .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilVision", "VeilRender", "VeilCairo", "veil"]),
+        .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTestSupport", "veil"]),
     ],
     swiftLanguageVersions: [.v5]
 )

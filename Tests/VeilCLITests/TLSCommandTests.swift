@@ -1,4 +1,5 @@
 import Foundation
+import VeilTestSupport
 import XCTest
 
 /// `veil serve --tls-cert --tls-key` and `veil call` over wss://, with a certificate authority

@@ -2,6 +2,7 @@ import Foundation
 import VeilCore
 import VeilDatagram
 import VeilInterop
+import VeilTestSupport
 import XCTest
 
 /// `veil track --send` as a user runs it, against receivers Veil did not write: python-osc's UDP
@@ -180,14 +181,8 @@ final class TrackCommandTests: XCTestCase {
         private var buffered = Data()
 
         init() throws {
-            let python = Self.tests.appendingPathComponent("VeilInteropTests/python")
-            guard let cache = VeilResources.cacheDirectory else { throw XCTSkip("no Veil cache (.cache/veil): run `make test`") }
-            let interpreter = cache.appendingPathComponent("interop/venv/bin/python")
-            guard FileManager.default.isExecutableFile(atPath: interpreter.path) else {
-                throw PythonMarionetteFailure("python-osc's virtual environment is missing (\(interpreter.path)): run \(python.path)/setup (`make test` runs it)")
-            }
-            process.executableURL = interpreter
-            process.arguments = [python.appendingPathComponent("osc_peer.py").path, "serve"]
+            process.executableURL = try PythonOSCPeer.interpreter()
+            process.arguments = [PythonOSCPeer.script.path, "serve"]
             process.standardInput = input
             process.standardOutput = output
             process.standardError = errors
@@ -217,8 +212,6 @@ final class TrackCommandTests: XCTestCase {
         }
 
         func stop() { if process.isRunning { process.terminate(); process.waitUntilExit() } }
-
-        static let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     }
 
     struct PythonMarionetteFailure: Error, CustomStringConvertible {

@@ -4,6 +4,7 @@ import VeilCore
 import VeilDatagram
 import VeilInterop
 import VeilInteropNetwork
+import VeilTestSupport
 import XCTest
 
 /// `InteropFaceSource` over real UDP on loopback, without a call: VMC from python-osc (an
@@ -51,7 +52,7 @@ final class InteropFaceSourceTests: XCTestCase {
     }
 
     static func frame(_ seed: Int, gaze: Bool = true) -> ExpressionFrame {
-        var expression = VMCTestsSupport.expression(seed: UInt64(seed))
+        var expression = TestExpressions.random(seed: UInt64(seed))
         if !gaze { expression.gaze = nil }
         return ExpressionFrame(sequence: UInt32(seed), captureTimeMicros: UInt64(seed) * 33_333, state: .tracked, expression: expression)
     }
@@ -122,7 +123,7 @@ final class InteropFaceSourceTests: XCTestCase {
             return ["blend": update.coefficients.mapValues(Double.init), "head": [head.x, head.y, head.z, head.w].map(Double.init),
                     "eyes": [eye.x, eye.y, eye.z, eye.w].map(Double.init), "time": Double(frame.captureTimeMicros) / 1e6]
         }
-        let output = try PythonOSC.run(["send", "127.0.0.1", "\(source.localAddress.port)", "0.04"],
+        let output = try PythonOSCPeer.run(["send", "127.0.0.1", "\(source.localAddress.port)", "0.04"],
                                        input: try JSONSerialization.data(withJSONObject: request))
         let summary = try XCTUnwrap(JSONSerialization.jsonObject(with: output) as? [String: Any])
         XCTAssertEqual(summary["sent"] as? Int, sent.count)
@@ -324,54 +325,3 @@ final class InteropFaceSourceTests: XCTestCase {
     }
 }
 
-/// Random expressions with every field set (as VeilInteropTests' `VMCTests.expression`).
-enum VMCTestsSupport {
-    static func expression(seed: UInt64) -> VeilCore.Expression {
-        var random = SplitMix64(seed: seed &* 0x9E37 &+ 1)
-        var expression = VeilCore.Expression(headPose: HeadPose(yaw: .random(in: -170...170, using: &random),
-                                                                pitch: .random(in: -80...80, using: &random),
-                                                                roll: .random(in: -170...170, using: &random)),
-                                             gaze: Gaze(x: .random(in: -1...1, using: &random), y: .random(in: -1...1, using: &random)))
-        for shape in BlendShape.allCases { expression[shape] = .random(in: 0...1, using: &random) }
-        return expression
-    }
-}
-
-/// python-osc's osc_peer.py (Tests/VeilInteropTests/python) in its pinned virtual environment.
-enum PythonOSC {
-    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("VeilInteropTests/python")
-
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    /// Runs `osc_peer.py arguments…` with `input` on stdin; its stdout. Fails (rather than skips)
-    /// when the environment is missing: `make test` installs it.
-    static func run(_ arguments: [String], input: Data) throws -> Data {
-        guard let cache = VeilResources.cacheDirectory else {
-            throw Failure(description: "Veil's cache (.cache/veil) was not found: run `make test`")
-        }
-        let python = cache.appendingPathComponent("interop/venv/bin/python")
-        guard FileManager.default.isExecutableFile(atPath: python.path) else {
-            throw Failure(description: "python-osc's virtual environment is missing (\(python.path)): run \(directory.path)/setup")
-        }
-        let process = Process()
-        process.executableURL = python
-        process.arguments = [directory.appendingPathComponent("osc_peer.py").path] + arguments
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        stdin.fileHandleForWriting.write(input)
-        try stdin.fileHandleForWriting.close()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let errors = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failure(description: "osc_peer.py \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): \(String(decoding: errors, as: UTF8.self))")
-        }
-        return output
-    }
-}

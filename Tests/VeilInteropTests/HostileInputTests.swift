@@ -1,6 +1,7 @@
 import VeilCore
 import VeilInterop
 import XCTest
+import VeilTestSupport
 
 /// Thousands of damaged packets (truncated, bit-flipped, spliced, random, with sizes made huge)
 /// into every decoder: each returns a valid decode with values in range or throws an
@@ -8,10 +9,10 @@ import XCTest
 final class HostileInputTests: XCTestCase {
     func testDamagedPacketsAreDecodedOrClassified() throws {
         var random = SplitMix64(seed: 0x7E11)
-        let vmc = VMCEncoder(options: .init(maximumDatagramBytes: 65_507)).datagrams(for: ExpressionUpdate(VMCTests.expression(seed: 5), time: 2))[0]
-        let split = VMCEncoder().datagrams(for: ExpressionUpdate(VMCTests.expression(seed: 6), time: 3))
+        let vmc = VMCEncoder(options: .init(maximumDatagramBytes: 65_507)).datagrams(for: ExpressionUpdate(TestExpressions.random(seed: 5), time: 2))[0]
+        let split = VMCEncoder().datagrams(for: ExpressionUpdate(TestExpressions.random(seed: 6), time: 3))
         let nested = OSCBundle(elements: [.bundle(OSCBundle(elements: [.message(OSCMessage("/x", [.blob([1, 2, 3]), .string("é"), .int32(-7)]))]))]).encoded()
-        let liveLink = try LiveLinkFacePacket(deviceID: "D", subjectName: "S", frameTime: .init(seconds: 1), update: ExpressionUpdate(VMCTests.expression(seed: 7))).encoded()
+        let liveLink = try LiveLinkFacePacket(deviceID: "D", subjectName: "S", frameTime: .init(seconds: 1), update: ExpressionUpdate(TestExpressions.random(seed: 7))).encoded()
         let seeds = [vmc, nested, liveLink, LiveLinkFaceTests.golden] + split
 
         var kinds: [String: Int] = [:]

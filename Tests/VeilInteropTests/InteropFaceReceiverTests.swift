@@ -1,6 +1,7 @@
 import VeilCore
 import VeilInterop
 import XCTest
+import VeilTestSupport
 
 /// `InteropFaceReceiver` without I/O: times are handed in, sources are names. One expression per
 /// Live Link packet and per VMC apply, one sender, lost frames when the sender stops, one note per
@@ -22,7 +23,7 @@ final class InteropFaceReceiverTests: XCTestCase {
 
     func testALiveLinkPacketIsOneTrackedFrameAtItsArrival() throws {
         var receiver = Receiver(.init(kind: .liveLink), at: 1_000_000)
-        let expression = VMCTests.expression(seed: 3)
+        let expression = TestExpressions.random(seed: 3)
         let notes = receiver.receive(try Self.liveLink(expression), from: "phone", at: 1_010_000)
         XCTAssertEqual(notes.map(\.kind), ["source"])
         XCTAssertTrue(notes[0].description.contains("phone"), notes[0].description)
@@ -38,7 +39,7 @@ final class InteropFaceReceiverTests: XCTestCase {
 
     func testAVMCExpressionCompletesAtItsApply() throws {
         var receiver = Receiver(.init(kind: .vmc), at: 0)
-        let update = ExpressionUpdate(VMCTests.expression(seed: 4), time: 1)
+        let update = ExpressionUpdate(TestExpressions.random(seed: 4), time: 1)
         let messages = VMCEncoder().messages(for: update)
         // Everything but the apply, then the apply alone, in separate datagrams.
         _ = receiver.receive(OSCBundle(elements: messages.dropLast().map { .message($0) }).encoded(), from: "performer", at: 10_000)
@@ -61,7 +62,7 @@ final class InteropFaceReceiverTests: XCTestCase {
         var tracked = 0
         for n in 0..<30 {
             let t = UInt64(200_000 + n * 33_333)
-            _ = receiver.receive(try Self.liveLink(VMCTests.expression(seed: UInt64(n))), from: "phone", at: t)
+            _ = receiver.receive(try Self.liveLink(TestExpressions.random(seed: UInt64(n))), from: "phone", at: t)
             for frame in Self.frames(&receiver, at: t + 1_000) {
                 guard case .tracked = frame else { return XCTFail("lost while the sender sends: \(frame)") }
                 tracked += 1
@@ -108,7 +109,7 @@ final class InteropFaceReceiverTests: XCTestCase {
 
     func testBadInputIsCountedByKindWithOneNoteEach() throws {
         var liveLink = Receiver(.init(kind: .liveLink), at: 0)
-        let good = try Self.liveLink(VMCTests.expression(seed: 5))
+        let good = try Self.liveLink(TestExpressions.random(seed: 5))
         var badVersion = good; badVersion[0] = 7
         var badCount = good; badCount[badCount.count - 61 * 4 - 1] = 60
         let oversized = good + [UInt8](repeating: 0, count: 1_000)

@@ -1,12 +1,13 @@
 import VeilCore
 import VeilInterop
 import XCTest
+import VeilTestSupport
 
 /// What each endpoint is sent for a frame of Veil's stream: decoded again by Veil's own decoders,
 /// with the capture time carried; nothing for a lost face.
 final class InteropFrameEncoderTests: XCTestCase {
     static func frame(seed: UInt64, micros: UInt64) -> ExpressionFrame {
-        ExpressionFrame(sequence: UInt32(seed), captureTimeMicros: micros, state: .tracked, expression: VMCTests.expression(seed: seed))
+        ExpressionFrame(sequence: UInt32(seed), captureTimeMicros: micros, state: .tracked, expression: TestExpressions.random(seed: seed))
     }
 
     func testVMCFrameCarriesTheExpressionAndCaptureTime() throws {

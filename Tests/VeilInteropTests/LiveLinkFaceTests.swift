@@ -1,6 +1,7 @@
 import VeilCore
 import VeilInterop
 import XCTest
+import VeilTestSupport
 
 /// Live Link Face packets: a golden packet written out byte by byte from the published layout
 /// (version 6: version byte, device id and subject name as big-endian Int32 length + UTF-8, the
@@ -77,7 +78,7 @@ final class LiveLinkFaceTests: XCTestCase {
     /// Veil → Live Link → Veil: every coefficient and angle exactly (Float32 both ways).
     func testRoundTripKeepsCoefficientsAndAngles() throws {
         for seed in 0..<200 as Range<UInt64> {
-            let expression = VMCTests.expression(seed: seed)
+            let expression = TestExpressions.random(seed: seed)
             let sent = ExpressionUpdate(expression, time: Double(seed) / 30)
             let packet = LiveLinkFacePacket(deviceID: "5A1F2E3C-0000-4000-8000-000000000000", subjectName: "Veil",
                                             frameTime: .init(seconds: Double(seed) / 30), update: sent)

@@ -2,13 +2,14 @@ import Foundation
 import VeilCore
 import VeilInterop
 import XCTest
+import VeilTestSupport
 
 /// Veil's OSC against python-osc, an implementation it did not write (python/osc_peer.py, in the
 /// virtual environment python/setup installs and `make test` runs): what Veil sends, python-osc
 /// parses to the same messages; what python-osc builds, Veil decodes to the same messages.
 final class PythonOSCTests: XCTestCase {
     func testPythonOSCParsesWhatVeilSends() throws {
-        let update = ExpressionUpdate(VMCTests.expression(seed: 42), time: 7.25)
+        let update = ExpressionUpdate(TestExpressions.random(seed: 42), time: 7.25)
         let encoder = VMCEncoder()
         var datagrams = encoder.datagrams(for: update)
         let general = OSCBundle(elements: [
@@ -17,7 +18,7 @@ final class PythonOSCTests: XCTestCase {
         ])
         datagrams.append(general.encoded())
         let input = datagrams.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n") + "\n"
-        let parsed = try JSONSerialization.jsonObject(with: try Self.runPeer("parse", input: Data(input.utf8))) as? [[Any]]
+        let parsed = try JSONSerialization.jsonObject(with: try PythonOSCPeer.run(["parse"], input: Data(input.utf8))) as? [[Any]]
         let expected = encoder.bundles(for: update).map(\.messages) + [general.messages]
         XCTAssertEqual(parsed?.count, expected.count)
         for (theirs, ours) in zip(parsed ?? [], expected) {
@@ -26,12 +27,12 @@ final class PythonOSCTests: XCTestCase {
     }
 
     func testVeilDecodesWhatPythonOSCBuilds() throws {
-        let sent = ExpressionUpdate(VMCTests.expression(seed: 43), time: 9.5)
+        let sent = ExpressionUpdate(TestExpressions.random(seed: 43), time: 9.5)
         let head = try XCTUnwrap(sent.head)
         let q = head.unityQuaternion
         let request: [String: Any] = ["blend": sent.coefficients.mapValues(Double.init), "time": 9.5,
                                       "head": [q.x, q.y, q.z, q.w].map(Double.init)]
-        let output = try Self.runPeer("build", input: JSONSerialization.data(withJSONObject: request))
+        let output = try PythonOSCPeer.run(["build"], input: JSONSerialization.data(withJSONObject: request))
         let built = try XCTUnwrap(JSONSerialization.jsonObject(with: output) as? [String: Any])
         let hexes = try XCTUnwrap(built["datagrams"] as? [String])
         let described = try XCTUnwrap(built["messages"] as? [[Any]])
@@ -57,60 +58,26 @@ final class PythonOSCTests: XCTestCase {
 
     /// Runs osc_peer.py `mode` with `input` on stdin in python-osc's virtual environment. Fails
     /// (rather than skips) when the environment is missing: `make test` installs it.
-    static func runPeer(_ mode: String, input: Data) throws -> Data {
-        let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        let setup = here.appendingPathComponent("python/setup").path
-        guard let cache = VeilResources.cacheDirectory else {
-            throw PeerFailure("Veil's cache (.cache/veil) was not found: run `make test`, or scripts/bootstrap then \(setup)")
-        }
-        let python = cache.appendingPathComponent("interop/venv/bin/python")
-        guard FileManager.default.isExecutableFile(atPath: python.path) else {
-            throw PeerFailure("python-osc's virtual environment is missing (\(python.path)): run \(setup) (`make test` runs it)")
-        }
-        let process = Process()
-        process.executableURL = python
-        process.arguments = [here.appendingPathComponent("python/osc_peer.py").path, mode]
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        stdin.fileHandleForWriting.write(input)
-        try stdin.fileHandleForWriting.close()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let errors = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw PeerFailure("osc_peer.py \(mode) exited with \(process.terminationStatus): \(String(decoding: errors, as: UTF8.self))")
-        }
-        return output
-    }
-
-    struct PeerFailure: Error, CustomStringConvertible {
-        let description: String
-        init(_ description: String) { self.description = description }
-    }
-
     /// A message as osc_peer.py describes it.
     static func message(_ json: Any) throws -> OSCMessage {
         guard let object = json as? [String: Any], let address = object["address"] as? String,
-              let args = object["args"] as? [[String: Any]] else { throw PeerFailure("not a message: \(json)") }
+              let args = object["args"] as? [[String: Any]] else { throw PythonOSCPeer.Failure("not a message: \(json)") }
         return OSCMessage(address, try args.map { arg -> OSCArgument in
             switch (arg["type"] as? String, arg["value"]) {
             case ("i", let value as NSNumber): return .int32(value.int32Value)
             case ("f", let value as NSNumber): return .float32(Float(value.doubleValue))
             case ("s", let value as String): return .string(value)
             case ("b", let value as [NSNumber]): return .blob(value.map(\.uint8Value))
-            default: throw PeerFailure("not an argument: \(arg)")
+            default: throw PythonOSCPeer.Failure("not an argument: \(arg)")
             }
         })
     }
 
     static func bytes(hex: String) throws -> [UInt8] {
         let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { throw PeerFailure("odd hex") }
+        guard digits.count % 2 == 0 else { throw PythonOSCPeer.Failure("odd hex") }
         return try stride(from: 0, to: digits.count, by: 2).map { i in
-            guard let byte = UInt8(String(decoding: digits[i..<(i + 2)], as: UTF8.self), radix: 16) else { throw PeerFailure("bad hex") }
+            guard let byte = UInt8(String(decoding: digits[i..<(i + 2)], as: UTF8.self), radix: 16) else { throw PythonOSCPeer.Failure("bad hex") }
             return byte
         }
     }

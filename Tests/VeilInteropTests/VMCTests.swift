@@ -1,6 +1,7 @@
 import VeilCore
 import VeilInterop
 import XCTest
+import VeilTestSupport
 
 /// The VMC protocol as Veil sends and reads it: what a frame holds, how it is split into
 /// datagrams, and a receiver that is indifferent to order and counts what it ignores.
@@ -17,7 +18,7 @@ final class VMCTests: XCTestCase {
     }
 
     func testAFrameIsStatusTimeRootBonesEveryBlendshapeThenApply() throws {
-        let expression = Self.expression(seed: 1)
+        let expression = TestExpressions.random(seed: 1)
         let update = ExpressionUpdate(expression, time: 12.5)
         let messages = VMCEncoder().messages(for: update)
         XCTAssertEqual(messages.map(\.address).prefix(6), [VMC.Address.ok, VMC.Address.time, VMC.Address.root,
@@ -37,7 +38,7 @@ final class VMCTests: XCTestCase {
     }
 
     func testAFrameIsSplitIntoDatagramsThatFitAndKeepTheirOrder() throws {
-        let update = ExpressionUpdate(Self.expression(seed: 2), time: 1)
+        let update = ExpressionUpdate(TestExpressions.random(seed: 2), time: 1)
         for limit in [512, 900, 1_400, 65_507] {
             let encoder = VMCEncoder(options: .init(maximumDatagramBytes: limit))
             let datagrams = encoder.datagrams(for: update)
@@ -53,7 +54,7 @@ final class VMCTests: XCTestCase {
     /// within 1e-4 rad.
     func testRoundTripKeepsCoefficientsAndAngles() throws {
         for seed in 0..<200 as Range<UInt64> {
-            let expression = Self.expression(seed: seed)
+            let expression = TestExpressions.random(seed: seed)
             let sent = ExpressionUpdate(expression, time: Double(seed) / 30)
             var receiver = VMCReceiver()
             var received: ExpressionUpdate?
@@ -122,18 +123,6 @@ final class VMCTests: XCTestCase {
     }
 
     // MARK: Helpers
-
-    /// A random expression: coefficients anywhere in 0…1, the head within ±170° yaw and roll and
-    /// ±80° pitch, a gaze within ±1.
-    static func expression(seed: UInt64) -> VeilCore.Expression {
-        var random = SplitMix64(seed: seed &* 0x9E37 &+ 1)
-        var expression = VeilCore.Expression(headPose: HeadPose(yaw: .random(in: -170...170, using: &random),
-                                                                pitch: .random(in: -80...80, using: &random),
-                                                                roll: .random(in: -170...170, using: &random)),
-                                             gaze: Gaze(x: .random(in: -1...1, using: &random), y: .random(in: -1...1, using: &random)))
-        for shape in BlendShape.allCases { expression[shape] = .random(in: 0...1, using: &random) }
-        return expression
-    }
 
     static func assertClose(_ a: EulerAngles, _ b: EulerAngles, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(a.yaw, b.yaw, accuracy: 1e-4, "yaw of \(a) against \(b)", file: file, line: line)

@@ -1,6 +1,7 @@
 import Foundation
 import VeilCore
 import VeilServer
+import VeilTestSupport
 import XCTest
 
 /// `RoomServer` with a certificate: WebSocket signaling over TLS, under the same limits as without.
@@ -55,21 +56,8 @@ final class RoomServerTLSTests: LoopbackServerTestCase {
 
     /// A self-signed certificate for 127.0.0.1 (openssl), which clients trust as its own authority.
     private func makeCertificate() throws -> ServerCertificate {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
-            throw XCTSkip("openssl is not installed (scripts/bootstrap installs it)")
-        }
-        let certificate = directory.appendingPathComponent("server.pem"), key = directory.appendingPathComponent("server.key")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                             "-keyout", key.path, "-out", certificate.path, "-subj", "/CN=127.0.0.1",
-                             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "openssl req")
-        certificateAuthorities = certificate
-        return try ServerCertificate(certificateFile: certificate, keyFile: key)
+        let issued = try TestCertificateAuthority.selfSigned(in: directory, commonName: "127.0.0.1", subjectAltName: "IP:127.0.0.1,DNS:localhost")
+        certificateAuthorities = issued.certificate
+        return try ServerCertificate(certificateFile: issued.certificate, keyFile: issued.key)
     }
 }

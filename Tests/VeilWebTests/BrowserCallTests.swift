@@ -74,11 +74,11 @@ final class BrowserCallTests: XCTestCase {
         let jaw = Jaw()
         let sender = sendExpressions(from: carol, jaw: jaw)
         defer { sender.cancel() }
-        XCTAssertTrue(wait(10) { carolLog.joined }, "carol did not join")
+        XCTAssertTrue(waitUntil(10) { carolLog.joined }, "carol did not join")
         let native = try veil(["call", "--server", server.webSocketURL!.absoluteString, "--room", "r1", "--user", "native",
                                "--token", try token("r1", "native"), "--video", clip.path, "--audio-in", "tone",
                                "--out", "none", "--audio-out", "none", "--duration", "60", "--json"])
-        XCTAssertTrue(wait(10) { carolLog.events.contains { if case .participantJoined("native") = $0 { true } else { false } } },
+        XCTAssertTrue(waitUntil(10) { carolLog.events.contains { if case .participantJoined("native") = $0 { true } else { false } } },
                       "veil call did not join")
 
         let browser = try browser(audioFile: speech)
@@ -89,9 +89,9 @@ final class BrowserCallTests: XCTestCase {
                        ["", "r1", "web"])
         let joinStart = Date()
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), browser.pageState())
         let connected = try browser.wait(for: "['native', 'carol'].every((u) => window.veil.remotes[u] && window.veil.remotes[u].state === 'connected')", timeout: 10)
-        XCTAssertTrue(connected, pageState(browser))
+        XCTAssertTrue(connected, browser.pageState())
         let joinMillis = Date().timeIntervalSince(joinStart) * 1000
         let measured = try browser.execute("return [window.veil.certificateMillis, window.veil.firstConnectedMillis]") as? [Double]
         print("browser join steps (ms after Join): \(try browser.execute("return JSON.stringify(window.veil.timings)") as? String ?? "")")
@@ -153,7 +153,7 @@ final class BrowserCallTests: XCTestCase {
 
         // Muting in the page reaches the others.
         try browser.execute("document.getElementById('mute').click()")
-        XCTAssertTrue(wait(3) { carolLog.events.contains { if case .muteChanged("web", true) = $0 { true } else { false } } }, "carol should see web muted")
+        XCTAssertTrue(waitUntil(3) { carolLog.events.contains { if case .muteChanged("web", true) = $0 { true } else { false } } }, "carol should see web muted")
         try browser.execute("document.getElementById('mute').click()")
 
         // The natives receive the browser's voice and its voice-driven expressions.
@@ -180,7 +180,7 @@ final class BrowserCallTests: XCTestCase {
         try browser.execute("document.getElementById('leave').click()")
 
         // veil call reports the browser leaving; its statistics so far are all the test needs.
-        XCTAssertTrue(wait(5) { native.output().contains("\"participantLeft\"") }, "veil call did not see the browser leave")
+        XCTAssertTrue(waitUntil(5) { native.output().contains("\"participantLeft\"") }, "veil call did not see the browser leave")
         native.process.terminate()
         native.process.waitUntilExit()
         let lines = native.output().split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -201,7 +201,7 @@ final class BrowserCallTests: XCTestCase {
         let native = try veil(["call", "--server", server.webSocketURL!.absoluteString, "--room", "r10", "--user", "native",
                                "--token", try token("r10", "native"), "--camera", "none", "--audio-in", "none",
                                "--out", "none", "--audio-out", "none", "--duration", "40", "--json"])
-        XCTAssertTrue(wait(10) { self.server.status().participants == 1 }, "veil call did not join")
+        XCTAssertTrue(waitUntil(10) { self.server.status().participants == 1 }, "veil call did not join")
         let browser = try browser(audioFile: makeSpeech())
         defer { browser.delete() }
         try openPage(browser, room: "r10", user: "web")
@@ -214,7 +214,7 @@ final class BrowserCallTests: XCTestCase {
             """)
         try browser.execute("document.getElementById('join').click()")
         XCTAssertTrue(try browser.wait(for: "window.veil.remotes.native && window.veil.remotes.native.state === 'connected' && window.veil.remotes.native.framesDecoded > 30", timeout: 15),
-                      pageState(browser))
+                      browser.pageState())
         Thread.sleep(forTimeInterval: 2.5)
 
         func figures() throws -> [String: Double] {
@@ -244,7 +244,7 @@ final class BrowserCallTests: XCTestCase {
         // The test did hide the page: its own timers were throttled.
         XCTAssertEqual(log.first?.first as? String, "hidden", "visibility changes: \(log)")
         XCTAssertLessThan(rate("timerTicks"), 10, "a hidden page's timers should be throttled, or the test does not test anything")
-        XCTAssertGreaterThanOrEqual(rate("sent"), 25, pageState(browser))
+        XCTAssertGreaterThanOrEqual(rate("sent"), 25, browser.pageState())
 
         // veil call's statistics over windows (2 s each) that lie wholly inside the hidden time.
         let statistics = native.events().filter { $0.event["event"] as? String == "statistics"
@@ -280,7 +280,7 @@ final class BrowserCallTests: XCTestCase {
         let (carol, carolLog) = try nativeSession(room: "r11", user: "carol")
         let sender = sendExpressions(from: carol, jaw: Jaw(0.3))
         defer { sender.cancel() }
-        XCTAssertTrue(wait(10) { carolLog.joined })
+        XCTAssertTrue(waitUntil(10) { carolLog.joined })
         carol.setMuted(true)
         for kind in ["document", "video"] {
             let browser = try browser()
@@ -289,10 +289,10 @@ final class BrowserCallTests: XCTestCase {
             try openPage(browser, room: "r11", user: "web")
             try browser.execute("document.getElementById('join').click()")
             XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol && window.veil.remotes.carol.state === 'connected' && window.veil.remotes.carol.framesDecoded > 10", timeout: 15),
-                          pageState(browser))
+                          browser.pageState())
             XCTAssertEqual(try browser.execute("return document.getElementById('pip').hidden") as? Bool, false, "no Pop out button")
             try browser.click("#pip")
-            XCTAssertTrue(try browser.wait(for: "window.veil.pip === '\(kind)'", timeout: 5), "\(kind): the floating window did not open: \(pageState(browser))")
+            XCTAssertTrue(try browser.wait(for: "window.veil.pip === '\(kind)'", timeout: 5), "\(kind): the floating window did not open: \(browser.pageState())")
             if kind == "document" {
                 // The tiles live in the floating window now, with the name and the mute state.
                 let inWindow = try browser.execute("""
@@ -342,7 +342,7 @@ final class BrowserCallTests: XCTestCase {
             // Closing it brings everything back into the tab.
             try browser.execute(kind == "document" ? "documentPictureInPicture.window.close()" : "document.exitPictureInPicture()")
             XCTAssertTrue(try browser.wait(for: "window.veil.pip === null && document.querySelector('figure.tile[data-user=\"carol\"]') !== null && document.getElementById('self-canvas') !== null", timeout: 5),
-                          "\(kind): closing the floating window should bring the call back: \(pageState(browser))")
+                          "\(kind): closing the floating window should bring the call back: \(browser.pageState())")
             try browser.execute("document.getElementById('leave').click()")
         }
     }
@@ -361,7 +361,7 @@ final class BrowserCallTests: XCTestCase {
         for item in cases {
             try openPage(browser, room: item.room, user: "web", token: item.token)
             try browser.execute("document.getElementById('join').click()")
-            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'error'", timeout: 5), pageState(browser))
+            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'error'", timeout: 5), browser.pageState())
             let message = try browser.execute("return document.getElementById('message').textContent") as? String ?? ""
             XCTAssertTrue(message.contains(item.expected), "message: \(message)")
             XCTAssertEqual(try browser.execute("return document.getElementById('call').hidden") as? Bool, true)
@@ -384,33 +384,33 @@ final class BrowserCallTests: XCTestCase {
         defer { browser.delete() }
         try openPage(browser, room: "r3", user: "web")
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), browser.pageState())
 
         let (carol, carolLog) = try nativeSession(room: "r3", user: "carol")
         let sender = sendExpressions(from: carol, jaw: Jaw(0.5))
         defer { sender.cancel() }
-        XCTAssertTrue(wait(10) { carolLog.events.contains { if case .peerState("web", .connected) = $0 { true } else { false } } },
+        XCTAssertTrue(waitUntil(10) { carolLog.events.contains { if case .peerState("web", .connected) = $0 { true } else { false } } },
                       "carol's offer to the browser should connect: \(carolLog.events)")
-        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > 20", timeout: 5), pageState(browser))
-        XCTAssertTrue(wait(5) { carolLog.frames(from: "web").count > 20 }, "carol should receive the browser's frames")
+        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > 20", timeout: 5), browser.pageState())
+        XCTAssertTrue(waitUntil(5) { carolLog.frames(from: "web").count > 20 }, "carol should receive the browser's frames")
 
         try browser.execute("document.getElementById('leave').click()")
-        XCTAssertTrue(wait(3) { carolLog.events.contains { if case .participantLeft("web", .left) = $0 { true } else { false } } },
+        XCTAssertTrue(waitUntil(3) { carolLog.events.contains { if case .participantLeft("web", .left) = $0 { true } else { false } } },
                       "carol should see web leave: \(carolLog.events)")
         XCTAssertEqual(try browser.execute("return document.getElementById('lobby').hidden") as? Bool, false)
 
         // Join again, then close the tab without leaving.
         carolLog.clear()
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
-        XCTAssertTrue(wait(10) { carolLog.events.contains { if case .peerState("web", .connected) = $0 { true } else { false } } })
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), browser.pageState())
+        XCTAssertTrue(waitUntil(10) { carolLog.events.contains { if case .peerState("web", .connected) = $0 { true } else { false } } })
         let page = try XCTUnwrap(browser.windowHandles().first)
         let other = try browser.newTab()
         try browser.switchTo(page)
         try browser.closeCurrentTab()
         let closedAt = Date()
         try browser.switchTo(other)
-        let timedOut = wait(7) { carolLog.events.contains { if case .participantLeft("web", .timeout) = $0 { true } else { false } } }
+        let timedOut = waitUntil(7) { carolLog.events.contains { if case .participantLeft("web", .timeout) = $0 { true } else { false } } }
         let elapsed = Date().timeIntervalSince(closedAt)
         print("tab closed: participantLeft(timeout) after \(String(format: "%.1f", elapsed)) s")
         XCTAssertTrue(timedOut, "carol should see web time out: \(carolLog.events)")
@@ -423,7 +423,7 @@ final class BrowserCallTests: XCTestCase {
     /// take long) gets no offer and leaves no tile behind; the room's others are shown at once.
     func testWhoLeavesWhileTheMicrophoneIsAskedForGetsNoOffer() throws {
         let (carol, carolLog) = try nativeSession(room: "r7", user: "carol")
-        XCTAssertTrue(wait(10) { carolLog.joined })
+        XCTAssertTrue(waitUntil(10) { carolLog.joined })
         let browser = try browser()
         defer { browser.delete() }
         // The microphone answers only when the test says so, like a permission prompt.
@@ -437,21 +437,21 @@ final class BrowserCallTests: XCTestCase {
             """)
         try openPage(browser, room: "r7", user: "web")
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), browser.pageState())
         XCTAssertTrue(try browser.wait(for: "document.querySelector('figure.tile[data-user=\"carol\"]') !== null", timeout: 2),
-                      "carol's tile should show while the microphone is asked for: \(pageState(browser))")
+                      "carol's tile should show while the microphone is asked for: \(browser.pageState())")
 
         awaitLeave(carol)
-        XCTAssertTrue(wait(5) { self.server.status().participants == 1 }, "carol should have left")
+        XCTAssertTrue(waitUntil(5) { self.server.status().participants == 1 }, "carol should have left")
         XCTAssertTrue(try browser.wait(for: "document.querySelectorAll('figure.tile').length === 0", timeout: 3),
-                      "carol's tile should go when she leaves: \(pageState(browser))")
+                      "carol's tile should go when she leaves: \(browser.pageState())")
         try browser.execute("window.__answerMicrophone()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.timings && window.veil.timings.microphone != null", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.timings && window.veil.timings.microphone != null", timeout: 5), browser.pageState())
         Thread.sleep(forTimeInterval: 1.5)
         XCTAssertEqual(try browser.execute("return document.querySelectorAll('figure.tile').length") as? Int, 0,
-                       "a tile for someone who left: \(pageState(browser))")
+                       "a tile for someone who left: \(browser.pageState())")
         XCTAssertEqual(try browser.execute("return window.__veilProbe.peerConnections") as? Int, 0,
-                       "a connection offered to someone who left: \(pageState(browser))")
+                       "a connection offered to someone who left: \(browser.pageState())")
         XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "joined")
     }
 
@@ -477,10 +477,10 @@ final class BrowserCallTests: XCTestCase {
         for round in 1...2 {
             try browser.execute("document.getElementById('join').click()")
             XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined' && window.veil.timings && window.veil.timings.microphone != null", timeout: 5),
-                          pageState(browser))
+                          browser.pageState())
             XCTAssertEqual(try browser.execute("return window.__silence.started") as? Int, round, "no microphone: silence is sent")
             try browser.execute("document.getElementById('leave').click()")
-            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), pageState(browser))
+            XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), browser.pageState())
             XCTAssertEqual(try browser.execute("return window.__silence.stopped") as? Int, round, "the silence still runs after leaving")
         }
     }
@@ -495,7 +495,7 @@ final class BrowserCallTests: XCTestCase {
         defer { browser.delete() }
         try openPage(browser, room: "r9", user: "web")
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), browser.pageState())
 
         let mallory = try driver.session()
         defer { mallory.delete() }
@@ -545,19 +545,19 @@ final class BrowserCallTests: XCTestCase {
               }, 33);
             })();
             """, [try token("r9", "mallory")])
-        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory?.state === 'connected'", timeout: 10), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory?.state === 'connected'", timeout: 10), browser.pageState())
         XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.first.readyState === 'open' && window.__mallory.channels.second.readyState !== 'connecting'", timeout: 5),
                       "\(String(describing: try? mallory.execute("return window.__mallory.log")))")
         try mallory.execute("window.__mallory.junk(); window.__mallory.valid();")
-        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.framesDecoded > 30", timeout: 5), pageState(browser))
-        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.lastSequence > 1020", timeout: 5), "the page stopped drawing: \(pageState(browser))")
-        XCTAssertEqual(try browser.execute("return window.veil.remotes.mallory.framesInvalid") as? Int, 3, pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.framesDecoded > 30", timeout: 5), browser.pageState())
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.mallory.lastSequence > 1020", timeout: 5), "the page stopped drawing: \(browser.pageState())")
+        XCTAssertEqual(try browser.execute("return window.veil.remotes.mallory.framesInvalid") as? Int, 3, browser.pageState())
         XCTAssertEqual(try browser.execute("return window.veil.status") as? String, "joined")
         XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.other.readyState === 'closed'", timeout: 3), "a channel with another label stays open")
         XCTAssertTrue(try mallory.wait(for: "window.__mallory.channels.second.readyState === 'closed'", timeout: 3),
                       "the page left a second expressions channel open")
         XCTAssertEqual(try mallory.execute("return window.__mallory.channels.first.readyState") as? String, "open",
-                       "the first channel (the connection) should stay up: \(pageState(browser))")
+                       "the first channel (the connection) should stay up: \(browser.pageState())")
     }
 
     /// The page never asks for the camera, and the server's policy forbids it anyway; it works at
@@ -565,7 +565,7 @@ final class BrowserCallTests: XCTestCase {
     /// when the microphone is refused.
     func testNeverTheCameraPhoneWidthAndMulticastDNSCandidates() throws {
         let (_, carolLog) = try nativeSession(room: "r4", user: "carol")
-        XCTAssertTrue(wait(10) { carolLog.joined })
+        XCTAssertTrue(waitUntil(10) { carolLog.joined })
         // No fake-media permission: the microphone request is refused, so Chromium keeps hiding
         // its addresses behind mDNS names, which the native side cannot resolve.
         let browser = try browser(extraArguments: ["--deny-permission-prompts"], fakeMediaPermission: false)
@@ -581,15 +581,15 @@ final class BrowserCallTests: XCTestCase {
         XCTAssertLessThan(load.first ?? .infinity, 3000, "the page should be ready to join within 3 s on this machine")
         try browser.driver.request("POST", "session/\(browser.id)/window/rect", ["width": 390, "height": 800])
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), pageState(browser))
-        XCTAssertTrue(wait(5) { carolLog.frames(from: "web").count > 20 }, "frames should flow over a connection made from mDNS candidates")
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), browser.pageState())
+        XCTAssertTrue(waitUntil(5) { carolLog.frames(from: "web").count > 20 }, "frames should flow over a connection made from mDNS candidates")
         let candidates = try browser.execute("return window.veil.candidatesSent") as? [String] ?? []
         let hosts = candidates.filter { $0.contains(" typ host") }
         print("browser host candidates: \(hosts.map { $0.split(separator: " ")[4] })")
         XCTAssertFalse(hosts.isEmpty)
         XCTAssertTrue(hosts.allSatisfy { $0.split(separator: " ")[4].hasSuffix(".local") }, "Chromium should hide its addresses: \(hosts)")
         // The native side ignored those names and found the browser through its checks.
-        XCTAssertTrue(wait(4) { carolLog.latestStatistics?.peers["web"]?.candidatePair != nil })
+        XCTAssertTrue(waitUntil(4) { carolLog.latestStatistics?.peers["web"]?.candidatePair != nil })
         let pair = carolLog.latestStatistics?.peers["web"]?.candidatePair
         XCTAssertEqual(pair?.remote.type, .prflx, "the browser should be a peer-reflexive candidate: \(String(describing: pair))")
         let connectMillis = try browser.execute("return window.veil.firstConnectedMillis") as? Double ?? -1
@@ -632,15 +632,15 @@ final class BrowserCallTests: XCTestCase {
         try openPage(browser, room: "r5", user: "ana+web")
         XCTAssertEqual(try browser.execute("return document.getElementById('user').value") as? String, "ana+web")
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), browser.pageState())
         let first = try XCTUnwrap(browser.windowHandles().first)
         let second = try browser.newTab()
         try browser.switchTo(second)
         try openPage(browser, room: "r5", user: "ana+web")
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 5), browser.pageState())
         try browser.switchTo(first)
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'left'", timeout: 5), browser.pageState())
         let message = try browser.execute("return document.getElementById('message').textContent") as? String ?? ""
         XCTAssertTrue(message.contains("another tab or device"), message)
         Thread.sleep(forTimeInterval: 1.5)
@@ -655,12 +655,12 @@ final class BrowserCallTests: XCTestCase {
         let (carol, carolLog) = try nativeSession(room: "r6", user: "carol")
         let sender = sendExpressions(from: carol, jaw: Jaw(0.3))
         defer { sender.cancel() }
-        XCTAssertTrue(wait(10) { carolLog.joined })
+        XCTAssertTrue(waitUntil(10) { carolLog.joined })
         let browser = try browser()
         defer { browser.delete() }
         try openPage(browser, room: "r6", user: "web")
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), pageState(browser))
+        XCTAssertTrue(try browser.wait(for: "window.veil.remotes.carol?.state === 'connected'", timeout: 10), browser.pageState())
 
         let port = try XCTUnwrap(server.port)
         let secret = server.configuration.secret
@@ -669,12 +669,12 @@ final class BrowserCallTests: XCTestCase {
         server = RoomServer(configuration: .init(secret: secret, host: "127.0.0.1", port: port, webRoot: Self.webDirectory))
         try server.start()
         XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined' && window.veil.callMessage && window.veil.callMessage.includes('reconnecting')", timeout: 5),
-                      "the page should say it reconnects: \(pageState(browser))")
-        XCTAssertTrue(wait(15) { self.server.status().participants == 2 }, "both should be back in the room: \(pageState(browser))")
+                      "the page should say it reconnects: \(browser.pageState())")
+        XCTAssertTrue(waitUntil(15) { self.server.status().participants == 2 }, "both should be back in the room: \(browser.pageState())")
         let framesBefore = carolLog.frames(from: "web").count
         let decodedBefore = try browser.execute("return window.veil.remotes.carol?.framesDecoded ?? 0") as? Int ?? 0
-        XCTAssertTrue(wait(10) { carolLog.frames(from: "web").count > framesBefore + 30 }, "frames from the page should flow again")
-        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > \(decodedBefore + 30)", timeout: 10), pageState(browser))
+        XCTAssertTrue(waitUntil(10) { carolLog.frames(from: "web").count > framesBefore + 30 }, "frames from the page should flow again")
+        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > \(decodedBefore + 30)", timeout: 10), browser.pageState())
         print("server restart: both back in the room and frames flowing \(String(format: "%.1f", Date().timeIntervalSince(restartedAt))) s later")
     }
 
@@ -701,15 +701,6 @@ final class BrowserCallTests: XCTestCase {
         let page = try XCTUnwrap(server.pageURL)
         try browser.navigate(URL(string: page.absoluteString + "#" + (fragment.percentEncodedQuery ?? ""))!)
         XCTAssertTrue(try browser.wait(for: "window.veil && window.veil.ready", timeout: 10), "the page did not start: \(browser.consoleLog())")
-    }
-
-    private func pageState(_ browser: BrowserSession) -> String {
-        let state = (try? browser.execute("""
-            const v = window.veil || {};
-            return JSON.stringify({ status: v.status, error: v.error, message: v.message, callMessage: v.callMessage,
-              remotes: Object.fromEntries(Object.entries(v.remotes || {}).map(([k, r]) => [k, { ...r, lastExpression: undefined, remoteSdp: undefined }])) });
-            """)) as? String ?? ""
-        return "page: \(state)\nconsole:\n\(browser.consoleLog())"
     }
 
     /// Per remote participant: audio packets and bytes, analyser level, frames decoded and invalid.
@@ -930,14 +921,6 @@ final class BrowserCallTests: XCTestCase {
         return child
     }
 
-    private func wait(_ timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return condition()
-    }
 }
 
 /// How far the in-process participant's jaw is open (0…1), changed by the test while frames go out.

@@ -2,6 +2,7 @@ import Foundation
 import VeilCall
 import VeilCore
 import VeilServer
+import VeilTestSupport
 import XCTest
 
 /// The browser client over HTTPS: `RoomServer` with a certificate made by the test (openssl),
@@ -38,7 +39,9 @@ final class SecureBrowserCallTests: XCTestCase {
     }
 
     func testThePageOverHTTPSIsASecureContextAndJoinsACall() throws {
-        let (certificateFile, keyFile) = try makeCertificate()
+        let issued = try TestCertificateAuthority.selfSigned(in: work, commonName: Self.hostName,
+                                                             subjectAltName: "DNS:\(Self.hostName),DNS:localhost,IP:127.0.0.1")
+        let certificateFile = issued.certificate, keyFile = issued.key
         let secret = ServerSecret.random()
         let tokens = TokenAuthority(secret: secret)
         let certificate = try ServerCertificate(certificateFile: certificateFile, keyFile: keyFile)
@@ -59,7 +62,7 @@ final class SecureBrowserCallTests: XCTestCase {
         session = carol
         let carolLog = EventRecorder(carol)
         carol.start()
-        XCTAssertTrue(wait(15) { carolLog.joined }, "carol did not join over wss: \(carolLog.events)")
+        XCTAssertTrue(waitUntil(15) { carolLog.joined }, "carol did not join over wss: \(carolLog.events)")
         let sender = Task.detached {
             var sequence: UInt32 = 0
             while !Task.isCancelled {
@@ -70,7 +73,7 @@ final class SecureBrowserCallTests: XCTestCase {
         }
         defer { sender.cancel() }
 
-        let pin = try publicKeyPin(of: keyFile)
+        let pin = try TestCertificateAuthority.publicKeyPin(of: keyFile)
         let browser = try XCTUnwrap(driver).session(extraArguments: ["--ignore-certificate-errors-spki-list=\(pin)",
                                                                      "--host-resolver-rules=MAP \(Self.hostName) 127.0.0.1"])
         defer { browser.delete() }
@@ -86,66 +89,16 @@ final class SecureBrowserCallTests: XCTestCase {
         XCTAssertEqual(try browser.execute("return typeof navigator.mediaDevices?.getUserMedia") as? String, "function")
 
         try browser.execute("document.getElementById('join').click()")
-        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 15), "\(state(browser))")
+        XCTAssertTrue(try browser.wait(for: "window.veil.status === 'joined'", timeout: 15), browser.pageState())
         // The microphone was asked for and given: no complaint about HTTPS or a missing microphone.
-        XCTAssertTrue(try browser.wait(for: "(window.veil.userMediaRequests || []).length > 0", timeout: 10), "\(state(browser))")
+        XCTAssertTrue(try browser.wait(for: "(window.veil.userMediaRequests || []).length > 0", timeout: 10), browser.pageState())
         let message = try browser.execute("return String(window.veil.message || '')") as? String ?? ""
         XCTAssertFalse(message.contains("HTTPS") || message.contains("microphone"), message)
 
         // A call: carol receives the page's voice-driven frames and its voice; the page decodes carol's frames.
-        XCTAssertTrue(wait(20) { carolLog.frames(from: "web").count > 30 }, "carol got \(carolLog.frames(from: "web").count) frames from the page")
-        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > 30", timeout: 15), "\(state(browser))")
-        XCTAssertTrue(wait(10) { (carolLog.latestStatistics?.peers["web"]?.audioBitrateIn ?? 0) > 8000 },
+        XCTAssertTrue(waitUntil(20) { carolLog.frames(from: "web").count > 30 }, "carol got \(carolLog.frames(from: "web").count) frames from the page")
+        XCTAssertTrue(try browser.wait(for: "(window.veil.remotes.carol?.framesDecoded ?? 0) > 30", timeout: 15), browser.pageState())
+        XCTAssertTrue(waitUntil(10) { (carolLog.latestStatistics?.peers["web"]?.audioBitrateIn ?? 0) > 8000 },
                       "carol should receive the page's Opus voice: \(String(describing: carolLog.latestStatistics?.peers["web"]))")
-    }
-
-    // MARK: Helpers
-
-    /// A self-signed certificate for the test's host name, 127.0.0.1 and localhost, and its key.
-    private func makeCertificate() throws -> (URL, URL) {
-        let certificate = work.appendingPathComponent("server.pem"), key = work.appendingPathComponent("server.key")
-        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                     "-keyout", key.path, "-out", certificate.path, "-subj", "/CN=\(Self.hostName)",
-                     "-addext", "subjectAltName=DNS:\(Self.hostName),DNS:localhost,IP:127.0.0.1"])
-        return (certificate, key)
-    }
-
-    /// The base64 SHA-256 of the key's SubjectPublicKeyInfo, as chromium's SPKI list takes it.
-    private func publicKeyPin(of key: URL) throws -> String {
-        let der = work.appendingPathComponent("spki.der")
-        try openssl(["pkey", "-in", key.path, "-pubout", "-outform", "DER", "-out", der.path])
-        return try openssl(["dgst", "-sha256", "-binary", der.path]).base64EncodedString()
-    }
-
-    @discardableResult
-    private func openssl(_ arguments: [String]) throws -> Data {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
-            throw XCTSkip("openssl is not installed (scripts/bootstrap installs it)")
-        }
-        let process = Process(), out = Pipe(), err = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let output = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw XCTSkip("openssl \(arguments.joined(separator: " ")) failed: \(errors)") }
-        return output
-    }
-
-    private func state(_ browser: BrowserSession) -> String {
-        let page = (try? browser.execute("return JSON.stringify({ status: window.veil.status, error: window.veil.error, message: window.veil.message })")) as? String ?? ""
-        return "page: \(page)\nconsole:\n\(browser.consoleLog())"
-    }
-
-    private func wait(_ timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return condition()
     }
 }

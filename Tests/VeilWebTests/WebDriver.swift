@@ -303,3 +303,26 @@ final class BrowserSession {
         return false
     }
 }
+
+extension BrowserSession {
+    /// What the Veil page says of itself (status, errors, each remote's state) and its console:
+    /// for a failure message.
+    func pageState() -> String {
+        let state = (try? execute("""
+            const v = window.veil || {};
+            return JSON.stringify({ status: v.status, error: v.error, message: v.message, callMessage: v.callMessage,
+              remotes: Object.fromEntries(Object.entries(v.remotes || {}).map(([k, r]) => [k, { ...r, lastExpression: undefined, remoteSdp: undefined }])) });
+            """)) as? String ?? ""
+        return "page: \(state)\nconsole:\n\(consoleLog())"
+    }
+}
+
+/// Whether `condition` holds within `timeout` seconds, asked every 50 ms.
+func waitUntil(_ timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.05)
+    }
+    return condition()
+}

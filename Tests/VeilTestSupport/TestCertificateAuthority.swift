@@ -3,60 +3,74 @@ import XCTest
 
 /// A certificate authority made for one test with `openssl` (OpenSSL 3.0, Debian 12), and the
 /// server certificates it issues: valid ones for 127.0.0.1 and localhost, an expired one, one for
-/// another host name, each with its own key (PEM files in `directory`).
-struct TestCertificateAuthority {
-    let directory: URL
+/// another host name, each with its own key (PEM files in `directory`). Also a self-signed
+/// certificate for a test that needs no authority, and the key pin Chromium takes.
+public struct TestCertificateAuthority {
+    public let directory: URL
     /// The authority's certificate, for `--ca-file`.
-    var certificate: URL { directory.appendingPathComponent("ca.pem") }
+    public var certificate: URL { directory.appendingPathComponent("ca.pem") }
 
     /// A server certificate and its key.
-    struct Issued {
-        let certificate: URL
-        let key: URL
+    public struct Issued {
+        public let certificate: URL
+        public let key: URL
     }
 
     /// Makes the authority (an EC P-256 key and a self-signed certificate) in `directory`.
-    init(in directory: URL) throws {
+    public init(in directory: URL) throws {
         self.directory = directory.appendingPathComponent("ca")
         try FileManager.default.createDirectory(at: self.directory.appendingPathComponent("issued"), withIntermediateDirectories: true)
         try Data().write(to: self.directory.appendingPathComponent("index.txt"))
         try Data("01\n".utf8).write(to: self.directory.appendingPathComponent("serial"))
         try Data(Self.configuration.utf8).write(to: self.directory.appendingPathComponent("ca.cnf"))
-        try openssl(["req", "-x509", "-config", "ca.cnf", "-extensions", "ca_ext", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+        try Self.openssl(in: self.directory, ["req", "-x509", "-config", "ca.cnf", "-extensions", "ca_ext", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                      "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2"])
     }
 
     /// A certificate for `name`, with the subject alternative names of `extensions` (a section of
     /// the configuration below), valid from `start` to `end` (openssl's YYYYMMDDHHMMSSZ), or for
     /// two days from now.
-    func issue(_ name: String, extensions: String = "server_ext", start: String? = nil, end: String? = nil) throws -> Issued {
-        try openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    public func issue(_ name: String, extensions: String = "server_ext", start: String? = nil, end: String? = nil) throws -> Issued {
+        try Self.openssl(in: directory, ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                      "-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"])
         var arguments = ["ca", "-batch", "-config", "ca.cnf", "-extensions", extensions, "-notext", "-in", "\(name).csr", "-out", "\(name).pem"]
         if let start { arguments += ["-startdate", start] }
         if let end { arguments += ["-enddate", end] }
-        try openssl(arguments)
+        try Self.openssl(in: directory, arguments)
         return Issued(certificate: directory.appendingPathComponent("\(name).pem"), key: directory.appendingPathComponent("\(name).key"))
     }
 
     /// For 127.0.0.1 and localhost, valid now.
-    func server() throws -> Issued { try issue("server") }
+    public func server() throws -> Issued { try issue("server") }
     /// For 127.0.0.1 and localhost, valid during January 2020 only.
-    func expired() throws -> Issued { try issue("expired", start: "20200101000000Z", end: "20200201000000Z") }
+    public func expired() throws -> Issued { try issue("expired", start: "20200101000000Z", end: "20200201000000Z") }
     /// For veil.example.org only, valid now.
-    func wrongHost() throws -> Issued { try issue("wronghost", extensions: "wrong_host_ext") }
+    public func wrongHost() throws -> Issued { try issue("wronghost", extensions: "wrong_host_ext") }
+
+    /// A self-signed certificate for `commonName` with `subjectAltName` (openssl's syntax, e.g.
+    /// "IP:127.0.0.1,DNS:localhost"), valid for two days: its own authority. Written to
+    /// `server.pem` and `server.key` in `directory`.
+    public static func selfSigned(in directory: URL, commonName: String, subjectAltName: String) throws -> Issued {
+        let issued = Issued(certificate: directory.appendingPathComponent("server.pem"), key: directory.appendingPathComponent("server.key"))
+        try openssl(in: directory, ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                                    "-keyout", issued.key.path, "-out", issued.certificate.path, "-subj", "/CN=\(commonName)",
+                                    "-addext", "subjectAltName=\(subjectAltName)"])
+        return issued
+    }
 
     /// The base64 SHA-256 of `key`'s public key (SubjectPublicKeyInfo, DER): what Chromium's
     /// `--ignore-certificate-errors-spki-list` takes.
-    func publicKeyPin(of key: URL) throws -> String {
+    public static func publicKeyPin(of key: URL) throws -> String {
+        let directory = key.deletingLastPathComponent()
         let der = directory.appendingPathComponent(key.lastPathComponent + ".spki.der")
-        try openssl(["pkey", "-in", key.path, "-pubout", "-outform", "DER", "-out", der.path])
-        return try openssl(["dgst", "-sha256", "-binary", der.path]).base64EncodedString()
+        try openssl(in: directory, ["pkey", "-in", key.path, "-pubout", "-outform", "DER", "-out", der.path])
+        return try openssl(in: directory, ["dgst", "-sha256", "-binary", der.path]).base64EncodedString()
     }
 
-    /// Runs `openssl arguments` in the authority's directory; returns its standard output.
+    /// Runs `openssl arguments` in `directory`; returns its standard output. Skips the test when
+    /// openssl is not installed (scripts/bootstrap installs it); throws when it fails.
     @discardableResult
-    private func openssl(_ arguments: [String]) throws -> Data {
+    private static func openssl(in directory: URL, _ arguments: [String]) throws -> Data {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
             throw XCTSkip("openssl is not installed (scripts/bootstrap installs it)")
         }
