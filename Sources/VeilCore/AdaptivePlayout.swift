@@ -325,7 +325,7 @@ public struct AdaptivePlayout: Sendable {
         // The grid only while the path loses nothing: packets held behind a lost one reach the
         // playout in a burst that is not told apart surely from a late packet, and what they
         // would ask of the aligned target is the declaration's (already above it).
-        guard upstreamDeclarations.count == 0 else { return (straddling, straddling) }
+        guard !losesPackets else { return (straddling, straddling) }
         // On the grid the jitter buffer's and decoder's own delays count, since no block's time is
         // left to cover them.
         var slowest = slow
@@ -391,6 +391,10 @@ public struct AdaptivePlayout: Sendable {
         guard skip <= upper else { return nil }
         return skip + blockSamples * ((upper - skip) / blockSamples)
     }
+
+    /// Whether the path lost packets within the window: audio was made up upstream for one
+    /// (`upstreamConcealed`). The packets' grid and the late-chunk floor wait until it is forgotten.
+    private var losesPackets: Bool { upstreamDeclarations.count > 0 }
 
     /// What losses declared upstream ask of the voice's delay (µs): the declaration delay, the
     /// least wait and decoding, and a block (the block that straddles the end of the made-up audio
@@ -534,7 +538,7 @@ public struct AdaptivePlayout: Sendable {
                 statistics.lateChunks += 1
                 // Not while the path loses packets: the late ones are then mostly those held behind
                 // a loss, whose wait the declaration floor covers (`upstreamLossFloorMicros`).
-                if let relative, upstreamDeclarations.count == 0 { lateDelays.add(relative, at: Double(arrivalMicros) / 1_000_000) }
+                if let relative, !losesPackets { lateDelays.add(relative, at: Double(arrivalMicros) / 1_000_000) }
             }
         }
         defer { noteChunkBoundary() }

@@ -17,7 +17,7 @@ import VeilInterop
 /// from the socket's bounded queue).
 ///
 /// `@unchecked Sendable`: the receiver, privacy stage and sequence are touched only by the loop's
-/// thread; what other threads read (statistics, running) sits behind `Mutex`es.
+/// thread; what other threads read sits behind a `Mutex` (statistics) or in `ExpressionSourceThread`.
 public final class InteropFaceSource: ExpressionSource, @unchecked Sendable {
     /// Where to listen, whom to accept and how to time the frames.
     public struct Configuration: Sendable {
@@ -64,9 +64,7 @@ public final class InteropFaceSource: ExpressionSource, @unchecked Sendable {
     private let socket: DatagramSocket
     private let clock: @Sendable () -> UInt64
     private let shared = Mutex(Statistics())
-    private let running = Mutex(false)
-    private let finished = DispatchSemaphore(value: 0)
-    private var thread: Thread?
+    private let loop: ExpressionSourceThread
 
     /// Opens the socket: bound to `configuration.endpoint.port` on `listenHost`, with the
     /// endpoint's host (if any) resolved. `clock` gives the media time (µs) frames are stamped
@@ -75,6 +73,7 @@ public final class InteropFaceSource: ExpressionSource, @unchecked Sendable {
     public init(configuration: Configuration, clock: @escaping @Sendable () -> UInt64) throws {
         self.configuration = configuration
         self.clock = clock
+        loop = ExpressionSourceThread(name: "veil-face-\(configuration.endpoint.kind.rawValue)")
         let endpoint = configuration.endpoint
         expectedSenders = endpoint.host.isEmpty ? [] : Set(try DatagramAddress.resolve(host: endpoint.host, port: 0).map(Sender.init))
         do {
@@ -98,23 +97,12 @@ public final class InteropFaceSource: ExpressionSource, @unchecked Sendable {
     /// (`ExpressionSender.voiceMouth`). Calls after the first do nothing.
     public func start(voiceMouth: @escaping @Sendable () -> Float? = { nil },
                       deliver: @escaping @Sendable (ExpressionFrame) -> Void) {
-        guard thread == nil else { return }
-        running.withLock { $0 = true }
-        let thread = Thread { [self] in
-            run(voiceMouth: voiceMouth, deliver: deliver)
-            finished.signal()
-        }
-        thread.name = "veil-face-\(configuration.endpoint.kind.rawValue)"
-        self.thread = thread
-        thread.start()
+        loop.start { [self] in run(voiceMouth: voiceMouth, deliver: deliver) }
     }
 
     /// Stops the loop and waits for it to end (at most one wake-up, about 50 ms). Idempotent.
     /// `start` and `stop` are called from one thread, the one that owns the source.
-    public func stop() {
-        let wasRunning = running.withLock { r -> Bool in defer { r = false }; return r }
-        if wasRunning, thread != nil { finished.wait() }
-    }
+    public func stop() { loop.stop() }
 
     /// The loop: wait, drain a batch, give out what is due; until `stop()`.
     private func run(voiceMouth: @Sendable () -> Float?, deliver: (ExpressionFrame) -> Void) {
@@ -130,7 +118,7 @@ public final class InteropFaceSource: ExpressionSource, @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var socketFailureLogged = false
         let batchLimit = max(configuration.batchLimit, 1)
-        while running.withLock({ $0 }) {
+        while loop.isRunning {
             let now = clock()
             let due = receiver.nextFrameMicros
             // At most 50 ms asleep, so that `stop()` is seen soon.
