@@ -78,8 +78,8 @@ extension Benchmark {
             result.stillsUnavailable = "\(error)"
         }
 
-        var veilRow = PeerTracking.Row(id: "veil", name: "Veil (MediaPipe's models on LiteRT, Swift)",
-                                       detail: "`MediaPipeFaceTracker.track`: detection when needed, face mesh, iris",
+        var veilRow = PeerTracking.Row(id: "veil", name: "Veil, mesh + iris (three models; `attentionMesh = false`)",
+                                       detail: "`MediaPipeFaceTracker.track` without the attention mesh: detection when needed, face mesh, iris",
                                        frames: veil.frames, trackedFrames: veil.trackedFrames,
                                        milliseconds: veil.tracker, timesVeil: 1)
         veilRow.stills = stills.map { still in
@@ -93,7 +93,7 @@ extension Benchmark {
             var options = MediaPipeFaceTracker.Options()
             options.attentionMesh = true
             let attentionTracker = try? MediaPipeFaceTracker(options: options)
-            var row = PeerTracking.Row(id: "veil-attention", name: "Veil, attention mesh (478 points, one model, Swift kernels)",
+            var row = PeerTracking.Row(id: "veil-attention", name: "Veil, attention mesh (the default: 478 points, one model, Swift kernels)",
                                        detail: "`MediaPipeFaceTracker.track` with `attentionMesh`: detection when needed, "
                                            + "`face_landmark_with_attention` with Veil's custom operations",
                                        frames: attention.frames, trackedFrames: attention.trackedFrames,

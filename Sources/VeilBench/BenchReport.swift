@@ -677,8 +677,8 @@ extension BenchReport {
         var lines = ["## Tracking by frame size and pipeline, one core (p50 ms)", ""]
         lines.append("The same clips as above, each frame letterboxed into the size first (not timed). The attention mesh is MediaPipe's "
                      + "`face_landmark_with_attention` (what `refine_landmarks=True` runs): one model for 478 points, whose lips, eyelids "
-                     + "and irises are refined inside it by three custom operations Veil registers with LiteRT. The two-model pipeline "
-                     + "is Veil's default: the 468-point mesh, then the iris model on each eye. Crops are cut from the whole frame; "
+                     + "and irises are refined inside it by three custom operations Veil registers with LiteRT; it is Veil's default. "
+                     + "The two-model pipeline is the 468-point mesh, then the iris model on each eye. Crops are cut from the whole frame; "
                      + "model is the landmark and iris time less crops and custom operations.")
         lines.append("")
         lines.append("| frame | pipeline | frame → wire bytes | tracker | detection | crops | models | custom operations | rest | estimator | tracked |")

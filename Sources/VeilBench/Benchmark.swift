@@ -47,7 +47,11 @@ public struct Benchmark {
         var report = BenchReport(machine: .current(), framesPerClip: framesPerClip, warmUpFrames: warmUpFrames,
                                  quick: quick, width: size.width, height: size.height, photos: photos,
                                  scriptSeconds: script.duration, scriptFramesPerSecond: script.framesPerSecond)
-        let tracker = try MediaPipeFaceTracker()
+        // The two-model pipeline (468-point mesh, iris model on each eye), timed beside the default
+        // attention mesh (measureTrackingBySize, and the peers' table) as the baseline it replaced.
+        var twoModel = MediaPipeFaceTracker.Options()
+        twoModel.attentionMesh = false
+        let tracker = try MediaPipeFaceTracker(options: twoModel)
         let clips = try photos.map { try synthesize($0, tracker: tracker) }
         if timeVideoRead, let first = clips.first { report.videoRead = try measureVideoRead(first) }
 

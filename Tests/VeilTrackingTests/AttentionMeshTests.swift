@@ -18,6 +18,13 @@ final class AttentionMeshTests: XCTestCase {
         return try MediaPipeFaceTracker(options: options)
     }
 
+    /// The 468-point mesh and the iris model on each eye (the default before the attention mesh).
+    static func twoModelTracker() throws -> MediaPipeFaceTracker {
+        var options = MediaPipeFaceTracker.Options()
+        options.attentionMesh = false
+        return try MediaPipeFaceTracker(options: options)
+    }
+
     func testTheCustomOperatorCodesAreMendedToVersionOne() throws {
         var bytes = try Self.modelBytes()
         let original = bytes
@@ -83,7 +90,7 @@ final class AttentionMeshTests: XCTestCase {
 
     func testTheAttentionMeshOnRealPhotos() throws {
         let attention = try Self.attentionTracker()
-        let plain = try MediaPipeFaceTracker()
+        let plain = try Self.twoModelTracker()
         // The inner-51 error bounds the two-model pipeline keeps (LandmarkAccuracyTests).
         for (photo, bound) in [("takeo.ppm", Float(0.036)), ("breakingbad.jpg", 0.068), ("einstein.jpg", 0.086)] {
             let (image, scale, offset) = try Photos.image(photo).letterboxed(width: 640, height: 480)
@@ -115,7 +122,7 @@ final class AttentionMeshTests: XCTestCase {
     /// blurred, upscaled eye); the attention mesh's eyelid refinement reads both eyes closed.
     func testBlinkSymmetry() throws {
         for attention in [false, true] {
-            let tracker = attention ? try Self.attentionTracker() : try MediaPipeFaceTracker()
+            let tracker = attention ? try Self.attentionTracker() : try Self.twoModelTracker()
             for photo in ExpressionFidelityTests.photos {
                 let (image, _, _) = try Photos.image(photo).letterboxed(width: 640, height: 480)
                 let mesh = try XCTUnwrap(try tracker.landmarks(inStill: image)?.mesh)
