@@ -154,12 +154,13 @@ public final class CaptureLoop {
                 continue
             }
             readThisPass += 1
-            let time = passStart + video.timestampMicros
-            passEnd = max(passEnd, time + frameInterval)
+            // Wrapping: a broken file's timestamp must not trap.
+            let time = passStart &+ video.timestampMicros
+            passEnd = max(passEnd, time &+ frameInterval)
             if options.pacing == .realTime, !source.isLive {
                 let first = origin ?? (time, clock())
                 origin = first
-                let due = first.clock + (time > first.time ? time - first.time : 0)
+                let due = first.clock &+ (time > first.time ? time - first.time : 0)
                 let now = clock()
                 if due > now { Thread.sleep(forTimeInterval: Double(due - now) / 1e6) }
             }
