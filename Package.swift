@@ -67,9 +67,10 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-L\(liteRtDir)", "-Xlinker", "-rpath", "-Xlinker", liteRtDir])]),
         // GStreamer sources and sinks: files, images, image sequences, v4l2; MP4/WebM/PNG out.
         .target(name: "VeilMedia", dependencies: ["VeilCore", "VeilVision", "CGStreamer", "CX11"]),
-        // The camera as an expression source: a camera or video file (played in real time, looped),
-        // tracked on its own thread at the chosen privacy level (`veil call --camera/--video`).
-        .target(name: "VeilCameraSource", dependencies: ["VeilExpressionSource", "VeilTracking", "VeilMedia", "VeilVision", "VeilCore"]),
+        // The capture loop (read a camera or file, pace, track at the chosen privacy level) that
+        // `veil call`, `veil track` and `veil render` share, and the camera as an expression source
+        // on it (`veil call --camera/--video`: a file played in real time, looped).
+        .target(name: "VeilCameraSource", dependencies: ["VeilExpressionSource", "VeilTracking", "VeilMedia", "VeilVision", "VeilConsole", "VeilCore"]),
         // GLib main loop on its own thread, GObject signal bridging, GError → Swift errors.
         .target(name: "VeilGLib", dependencies: ["CGStreamer", "CVeilGLib"]),
         // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.
@@ -110,6 +111,7 @@ let package = Package(
         .testTarget(name: "VeilInteropTests", dependencies: ["VeilInterop", "VeilCore", "VeilTestSupport"], exclude: ["python"]),
         .testTarget(name: "VeilDatagramTests", dependencies: ["VeilDatagram"]),
         .testTarget(name: "VeilExpressionSourceTests", dependencies: ["VeilExpressionSource", "VeilCore"]),
+        .testTarget(name: "VeilCameraSourceTests", dependencies: ["VeilCameraSource", "VeilExpressionSource", "VeilMedia", "VeilVision", "VeilCore"]),
         .testTarget(name: "VeilInteropNetworkTests", dependencies: ["VeilInteropNetwork", "VeilInterop", "VeilDatagram", "VeilCore", "VeilTestSupport"]),
         .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "VeilInterop", "VeilDatagram", "VeilTestSupport", "veil"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.

@@ -110,8 +110,9 @@ public struct InteropFaceReceiver<Source: Hashable & Sendable & CustomStringConv
 
     /// Reads one datagram from `source`, which arrived at `nowMicros` (`truncated`: the socket cut
     /// it, so it is dropped as oversized). Returns the lines to log: at most one per kind of event
-    /// over the receiver's life.
-    public mutating func receive(_ datagram: [UInt8], truncated: Bool = false, from source: Source, at nowMicros: UInt64) -> [Note] {
+    /// over the receiver's life. The datagram is read where it lies (the socket's receive buffer),
+    /// not copied.
+    public mutating func receive(_ datagram: ArraySlice<UInt8>, truncated: Bool = false, from source: Source, at nowMicros: UInt64) -> [Note] {
         statistics.datagrams += 1
         var notes: [Note] = []
         if !acceptedSources.isEmpty, !acceptedSources.contains(source) {
@@ -158,6 +159,11 @@ public struct InteropFaceReceiver<Source: Hashable & Sendable & CustomStringConv
             pending = (update, nowMicros)
         }
         return notes
+    }
+
+    /// Reads one datagram, as `receive(_:truncated:from:at:)` does a slice.
+    public mutating func receive(_ datagram: [UInt8], truncated: Bool = false, from source: Source, at nowMicros: UInt64) -> [Note] {
+        receive(datagram[...], truncated: truncated, from: source, at: nowMicros)
     }
 
     /// The frame due at `nowMicros`, if any: the newest expression once its turn has come, else a

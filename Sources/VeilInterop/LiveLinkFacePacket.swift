@@ -107,8 +107,9 @@ public struct LiveLinkFacePacket: Equatable, Sendable {
     /// Decodes one datagram. Throws `InteropError`: `.oversized` (packet or a name beyond the
     /// maxima), `.unknownVersion`, `.truncated`, `.malformed` (negative length, bad UTF-8, bytes
     /// after the values), `.wrongCount`. Coefficients are clamped to 0…1 and angles as
-    /// `EulerAngles.clamped` (NaN becomes 0).
-    public init(decoding bytes: [UInt8]) throws {
+    /// `EulerAngles.clamped` (NaN becomes 0). The bytes are read where they lie (a socket's receive
+    /// buffer), not copied; byte offsets in errors count from the slice's first byte.
+    public init(decoding bytes: ArraySlice<UInt8>) throws {
         guard bytes.count <= Self.maximumBytes else {
             throw InteropError.oversized.detailed("\(bytes.count)-byte Live Link packet, at most \(Self.maximumBytes)")
         }
@@ -147,6 +148,11 @@ public struct LiveLinkFacePacket: Equatable, Sendable {
             throw InteropError.malformed.detailed("\(reader.remaining) bytes after the \(Self.valueCount) values")
         }
         self.update = update
+    }
+
+    /// Decodes one datagram, as `init(decoding:)` does a slice.
+    public init(decoding bytes: [UInt8]) throws {
+        try self.init(decoding: bytes[...])
     }
 
     /// Veil's angles as Live Link carries them (pitch negated; `0 - x` so that 0 stays +0), clamped.

@@ -27,13 +27,19 @@ public enum OSCPacket: Equatable, Sendable {
     /// Decodes one datagram. Throws `InteropError`: `.oversized` (packet or string beyond `limits`),
     /// `.truncated`, `.malformed`, `.unsupportedType` (a type tag other than `i f s b`: such a message
     /// is refused rather than skipped, since an unread argument would shift the ones after it) or
-    /// `.nestingTooDeep`. Never traps on any input.
-    public init(decoding bytes: [UInt8], limits: Limits = .standard) throws {
+    /// `.nestingTooDeep`. Never traps on any input. The bytes are read where they lie (a socket's
+    /// receive buffer), not copied; byte offsets in errors count from the slice's first byte.
+    public init(decoding bytes: ArraySlice<UInt8>, limits: Limits = .standard) throws {
         guard bytes.count <= limits.maximumPacketBytes else {
             throw InteropError.oversized.detailed("\(bytes.count)-byte OSC packet, at most \(limits.maximumPacketBytes) accepted")
         }
         let decoder = OSCDecoder(limits: limits)
         self = try decoder.packet(WireReader(bytes), depth: 1)
+    }
+
+    /// Decodes one datagram, as `init(decoding:limits:)` does a slice.
+    public init(decoding bytes: [UInt8], limits: Limits = .standard) throws {
+        try self.init(decoding: bytes[...], limits: limits)
     }
 
     /// The packet's bytes.
@@ -58,7 +64,7 @@ private struct OSCDecoder {
     let limits: OSCPacket.Limits
 
     func packet(_ reader: WireReader, depth: Int) throws -> OSCPacket {
-        guard let first = reader.remaining > 0 ? reader.bytes[reader.offset] : nil else {
+        guard let first = reader.byte(at: reader.offset) else {
             throw InteropError.truncated.detailed("empty OSC packet at byte \(reader.offset)")
         }
         guard reader.remaining % 4 == 0 else {
@@ -142,14 +148,14 @@ private struct OSCDecoder {
     func string(_ reader: inout WireReader, _ what: String) throws -> String {
         let start = reader.offset
         let searchEnd = start + min(reader.remaining, limits.maximumStringBytes + 1)
-        guard let nul = reader.bytes[start..<searchEnd].firstIndex(of: 0) else {
+        guard let nul = reader.firstNUL(in: start..<searchEnd) else {
             if searchEnd < reader.end || reader.remaining > limits.maximumStringBytes {
                 throw InteropError.oversized.detailed("\(what) at byte \(start) longer than \(limits.maximumStringBytes) bytes")
             }
             throw InteropError.truncated.detailed("\(what) at byte \(start) has no terminating NUL")
         }
         let length = nul - start
-        let text = try WireReader.text(reader.bytes[start..<nul], what, at: start)
+        let text = try WireReader.text(reader[start..<nul], what, at: start)
         _ = try reader.take(OSCEncoding.paddedStringSize(length), "\(what) padding")
         return text
     }

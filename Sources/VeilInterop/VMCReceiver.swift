@@ -39,7 +39,8 @@ public struct VMCReceiver: Sendable {
 
     /// Reads one datagram. Returns an update when it held an apply, else nil. Throws `InteropError`
     /// when the datagram is not OSC (see `OSCPacket.init(decoding:limits:)`); the state is then unchanged.
-    public mutating func receive(_ datagram: [UInt8]) throws -> ExpressionUpdate? {
+    /// The datagram is read where it lies, not copied.
+    public mutating func receive(_ datagram: ArraySlice<UInt8>) throws -> ExpressionUpdate? {
         let packet = try OSCPacket(decoding: datagram, limits: limits)
         statistics.datagrams += 1
         var applied = false
@@ -50,6 +51,9 @@ public struct VMCReceiver: Sendable {
         statistics.updates += 1
         return state
     }
+
+    /// Reads one datagram, as `receive(_:)` does a slice.
+    public mutating func receive(_ datagram: [UInt8]) throws -> ExpressionUpdate? { try receive(datagram[...]) }
 
     /// Folds one message into the state; true for an apply.
     private mutating func read(_ message: OSCMessage) -> Bool {

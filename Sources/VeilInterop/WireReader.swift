@@ -2,17 +2,31 @@ import Foundation
 
 /// Reads big-endian fields from untrusted bytes. Every read checks what is left first (as a
 /// subtraction, so no offset arithmetic can overflow) and throws `InteropError.truncated`.
+///
+/// The bytes are a slice, read where they lie (a socket's receive buffer, a bundle's element):
+/// nothing is copied. Offsets count from the slice's first byte, wherever it starts in its buffer.
 struct WireReader {
-    let bytes: [UInt8]
+    let bytes: ArraySlice<UInt8>
     private(set) var offset: Int
     let end: Int
 
-    init(_ bytes: [UInt8], from start: Int = 0, to end: Int? = nil) {
+    init(_ bytes: ArraySlice<UInt8>, from start: Int = 0, to end: Int? = nil) {
         self.bytes = bytes; offset = start; self.end = end ?? bytes.count
     }
 
     var remaining: Int { end - offset }
     var isAtEnd: Bool { offset >= end }
+
+    /// The bytes at `range`, offsets from the first byte (within `0...bytes.count`).
+    subscript(range: Range<Int>) -> ArraySlice<UInt8> {
+        bytes[(bytes.startIndex + range.lowerBound)..<(bytes.startIndex + range.upperBound)]
+    }
+
+    /// The byte at `offset` from the first, or nil past the reader's end.
+    func byte(at offset: Int) -> UInt8? { offset >= 0 && offset < end ? bytes[bytes.startIndex + offset] : nil }
+
+    /// The offset of the first NUL in `range`, if any.
+    func firstNUL(in range: Range<Int>) -> Int? { self[range].firstIndex(of: 0).map { $0 - bytes.startIndex } }
 
     mutating func take(_ count: Int, _ what: String) throws -> ArraySlice<UInt8> {
         guard count >= 0 else { throw InteropError.malformed.detailed("\(what): negative size \(count) at byte \(offset)") }
@@ -20,7 +34,7 @@ struct WireReader {
             throw InteropError.truncated.detailed("\(what): \(count) bytes needed at byte \(offset), \(remaining) left")
         }
         defer { offset += count }
-        return bytes[offset..<(offset + count)]
+        return self[offset..<(offset + count)]
     }
 
     mutating func uint8(_ what: String) throws -> UInt8 { try take(1, what).first ?? 0 }

@@ -128,7 +128,8 @@ public final class InteropFaceSource: ExpressionSource, @unchecked Sendable {
                     let arrival = clock()
                     for _ in 0..<batchLimit {
                         guard let reception = try socket.receive(into: &buffer) else { break }
-                        let bytes = Array(buffer.prefix(min(reception.count, buffer.count)))
+                        // Decoded where it lies in the buffer: no copy per datagram.
+                        let bytes = buffer[..<min(reception.count, buffer.count)]
                         for note in receiver.receive(bytes, truncated: reception.truncated, from: Sender(reception.source), at: arrival) {
                             configuration.log(note.description)
                         }

@@ -1,5 +1,6 @@
 import Foundation
 import VeilCairo
+import VeilCameraSource
 import VeilCore
 import VeilVision
 import VeilMedia
@@ -113,9 +114,9 @@ struct RenderJob {
     }
 
     func run() throws -> Summary {
-        let tracked = try TrackedInput(input, privacy: privacy)
-        let source = tracked.source
-        let avatarSize = evenSize(size ?? source.size)
+        let capture = try CaptureLoop(path: input, privacy: privacy)
+        let options = CaptureLoop.Options(frameLimit: maxFrames)
+        let avatarSize = evenSize(size ?? capture.size)
         let outputSize = (width: avatarSize.width * (sideBySide ? 2 : 1), height: avatarSize.height)
         let canvas = try CairoCanvas(width: outputSize.width, height: outputSize.height)
         let renderer = AvatarRenderer()
@@ -123,7 +124,7 @@ struct RenderJob {
         try createParent(of: output)
         let writer = still ? nil : try VideoWriter(url: URL(fileURLWithPath: output), width: outputSize.width,
                                                    height: outputSize.height,
-                                                   framesPerSecond: Int((source.framesPerSecond ?? 30).rounded()))
+                                                   framesPerSecond: Int(capture.framesPerSecond.rounded()))
         var jsonl: FileHandle?
         if let path = expressionsPath {
             try createParent(of: path)
@@ -135,10 +136,10 @@ struct RenderJob {
         defer { try? jsonl?.close() }
 
         var summary = Summary(input: input, output: output)
-        let progress = ProgressBar(total: tracked.expectedFrames(maxFrames: maxFrames), label: "render", quiet: quiet)
+        let progress = ProgressBar(total: capture.expectedFrameCount(options), label: "render", quiet: quiet)
         var out = RGBImage(width: outputSize.width, height: outputSize.height)
         var lastShown = VeilCore.Expression.neutral
-        try tracked.forEachFrame(maxFrames: maxFrames) { frame in
+        try capture.run(options) { frame in
             let result = frame.output
             let t1 = monotonicMilliseconds()
             // The avatar is drawn only from what a receiver gets: the decoded bytes.
@@ -170,7 +171,6 @@ struct RenderJob {
             summary.renderMilliseconds.append(t2 - t1)
             summary.wireBytes.append(bytes.count)
             progress.update(summary.frames)
-            return true
         }
         progress.finish()
         if summary.frames > 0 { try writer?.finish() }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VeilCameraSource
 import VeilConsole
 import VeilCore
 import VeilInterop
@@ -58,20 +59,21 @@ func runTrack(_ argv: [String]) throws {
     let signals = catchStopSignals { stop.request() }
     defer { signals.forEach { $0.cancel() } }
 
-    let input = try TrackedInput(args.positionals[0], privacy: try args.privacyLevel())
+    // Files play in real time, so that what is sent moves at the speed it was recorded.
+    let input = try CaptureLoop(path: args.positionals[0], privacy: try args.privacyLevel())
+    let options = CaptureLoop.Options(pacing: .realTime, frameLimit: maxFrames)
     let framesPerSecond = Int32(input.framesPerSecond.rounded())
     let senders = try InteropDestinations.open(endpoints, framesPerSecond: framesPerSecond, subject: subject)
     if !quiet && !json {
-        Terminal.note("sending \(input.path) to \(InteropDestinations.targets(senders))\(input.source.isLive ? "; Ctrl-C to stop" : "")")
+        Terminal.note("sending \(input.path) to \(InteropDestinations.targets(senders))\(input.isLive ? "; Ctrl-C to stop" : "")")
     }
 
     var summary = TrackSummary(input: input.path, framesPerSecond: input.framesPerSecond)
-    let progress = ProgressBar(total: input.expectedFrames(maxFrames: maxFrames), label: "track", quiet: quiet || json)
-    try input.forEachFrame(maxFrames: maxFrames, realTime: true) { frame in
+    let progress = ProgressBar(total: input.expectedFrameCount(options), label: "track", quiet: quiet || json)
+    try input.run(options, while: { !stop.isRequested }) { frame in
         for sender in senders { sender.send(frame.output.frame) }
         summary.count(frame)
         progress.update(summary.frames)
-        return !stop.isRequested
     }
     progress.finish()
     summary.destinations = senders.map(InteropDestinations.Summary.init)
@@ -100,7 +102,7 @@ struct TrackSummary: Codable {
 
     init(input: String, framesPerSecond: Double) { self.input = input; self.framesPerSecond = framesPerSecond }
 
-    mutating func count(_ frame: TrackedInput.Frame) {
+    mutating func count(_ frame: CaptureLoop.Frame) {
         frames += 1
         if frame.output.frame.state == .tracked { tracked += 1 } else { lost += 1 }
         trackingMillisecondsTotal += frame.trackingMilliseconds
@@ -118,7 +120,7 @@ struct TrackSummary: Codable {
     }
 }
 
-/// A stop signal's way into the tracking loop, which checks it after every frame.
+/// A stop signal's way into the capture loop, which checks it before every frame.
 private final class StopRequest: Sendable {
     private let requested = Mutex(false)
     func request() { requested.withLock { $0 = true } }

@@ -114,6 +114,34 @@ final class TrackCommandTests: XCTestCase {
         XCTAssertTrue(result.stdout.contains("nothing listened at 127.0.0.1:\(closed)"), result.stdout)
     }
 
+    /// A frame that cannot be read ends the run with exit status 1 and the input's error, which
+    /// names the file; `--frames` ends it after that many frames, each sent with the input's time.
+    func testAnUnreadableFrameFailsTheRunAndAFrameLimitEndsIt() throws {
+        let photos = work.directory.appendingPathComponent("photos")
+        try FileManager.default.createDirectory(at: photos, withIntermediateDirectories: true)
+        for i in 0..<6 {
+            try FileManager.default.copyItem(at: try VeilResources.file("photos", "takeo.ppm"), to: photos.appendingPathComponent("\(i).ppm"))
+        }
+        let liveLink = try DatagramSocket(bindingTo: "127.0.0.1")
+        let send = ["--send", "livelink://127.0.0.1:\(liveLink.localAddress.port)"]
+        let limited = try run(["track", "photos", "--frames", "4", "--privacy", "off", "--json"] + send)
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(limited.stdout.utf8)) as? [String: Any], limited.stdout)
+        XCTAssertEqual(json["frames"] as? Int, 4)
+        XCTAssertEqual(json["tracked"] as? Int, 4)
+        var seconds: [Double] = []
+        while let datagram = try liveLink.receive(timeout: 0.5) {
+            seconds.append(try XCTUnwrap(try LiveLinkFacePacket(decoding: datagram.bytes).frameTime.seconds))
+        }
+        XCTAssertEqual(seconds.count, 4)
+        for (index, time) in seconds.enumerated() { XCTAssertEqual(time, Double(index) / 30, accuracy: 0.002, "\(seconds)") }
+
+        try "P6 this is not a picture".write(to: photos.appendingPathComponent("3.ppm"), atomically: true, encoding: .utf8)
+        let failed = try run(["track", "photos"] + send, expecting: 1)
+        XCTAssertTrue(failed.stderr.contains("veil: error:"), failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("3.ppm"), failed.stderr)
+        XCTAssertEqual(failed.stdout, "", "no summary for a run that failed")
+    }
+
     func testBadDestinationsAreUsageErrors() throws {
         let cases: [([String], String)] = [
             (["track", "x.mp4", "--send", "osc://127.0.0.1:9000"], "Veil speaks vmc:// and livelink://"),

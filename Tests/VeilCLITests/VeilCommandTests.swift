@@ -144,6 +144,29 @@ final class VeilCommandTests: XCTestCase {
         XCTAssertTrue(unwritable.stderr.contains("/proc/veil"), unwritable.stderr)
     }
 
+    /// `--max-frames` ends the run after that many frames, each with its input timestamp; a frame
+    /// that cannot be read ends it with exit status 1 and the input's error, naming the file.
+    func testAFrameLimitAndAnUnreadableFrame() throws {
+        let photos = work.appendingPathComponent("photos")
+        try FileManager.default.createDirectory(at: photos, withIntermediateDirectories: true)
+        for i in 0..<6 {
+            try FileManager.default.copyItem(at: try VeilResources.file("photos", "takeo.ppm"), to: photos.appendingPathComponent("\(i).ppm"))
+        }
+        let limited = try veil("render", "photos", "-o", "avatar/%03d.png", "--max-frames", "4", "--expressions", "frames.jsonl")
+        XCTAssertEqual(limited.status, 0, limited.stderr)
+        XCTAssertTrue(limited.stdout.contains("frames           4"), limited.stdout)
+        let lines = try String(contentsOf: work.appendingPathComponent("frames.jsonl"), encoding: .utf8).split(separator: "\n")
+        let objects = try lines.map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        XCTAssertEqual(objects.map { $0["frame"] as? Int }, [0, 1, 2, 3])
+        XCTAssertEqual(objects.map { $0["timeMicros"] as? Int }, [0, 33_333, 66_667, 100_000])
+
+        try "P6 this is not a picture".write(to: photos.appendingPathComponent("2.ppm"), atomically: true, encoding: .utf8)
+        let failed = try veil("render", "photos", "-o", "failed.mp4")
+        XCTAssertEqual(failed.status, 1)
+        XCTAssertTrue(failed.stderr.contains("veil: error:"), failed.stderr)
+        XCTAssertTrue(failed.stderr.contains("2.ppm"), failed.stderr)
+    }
+
     func testNoFaceIsAnError() throws {
         var gray = RGBImage(width: 320, height: 240)
         for i in gray.pixels.indices { gray.pixels[i] = 128 }

@@ -5,7 +5,10 @@ import VeilTestSupport
 
 /// Thousands of damaged packets (truncated, bit-flipped, spliced, random, with sizes made huge)
 /// into every decoder: each returns a valid decode with values in range or throws an
-/// `InteropError`, and nothing traps (a trap would end the test process).
+/// `InteropError`, and nothing traps (a trap would end the test process). Each is decoded twice:
+/// as an array of its own, and as a slice of a larger buffer with other bytes on either side, as
+/// the receiving socket's buffer holds it; both give the same value or the same error, down to
+/// the byte offsets it names.
 final class HostileInputTests: XCTestCase {
     func testDamagedPacketsAreDecodedOrClassified() throws {
         var random = SplitMix64(seed: 0x7E11)
@@ -17,9 +20,10 @@ final class HostileInputTests: XCTestCase {
 
         var kinds: [String: Int] = [:]
         var decoded = 0
-        var receiver = VMCReceiver()
+        var receiver = VMCReceiver(), sliceReceiver = VMCReceiver()
         for round in 0..<6_000 {
             let packet = Self.damage(seeds[round % seeds.count], &random)
+            let slice = Self.inBuffer(packet, &random)
             kinds["osc " + Self.outcome { _ = try OSCPacket(decoding: packet) }, default: 0] += 1
             kinds["vmc " + Self.outcome {
                 if let update = try receiver.receive(packet) { Self.assertInRange(update) }
@@ -29,6 +33,12 @@ final class HostileInputTests: XCTestCase {
                 Self.assertInRange(update)
                 decoded += 1
             }, default: 0] += 1
+            XCTAssertEqual(Self.result { try OSCPacket(decoding: slice).encoded() }, Self.result { try OSCPacket(decoding: packet).encoded() },
+                           "round \(round)")
+            XCTAssertEqual(Self.result { try LiveLinkFacePacket(decoding: slice).encoded() },
+                           Self.result { try LiveLinkFacePacket(decoding: packet).encoded() }, "round \(round)")
+            _ = try? sliceReceiver.receive(slice)
+            XCTAssertEqual(sliceReceiver.statistics, receiver.statistics, "round \(round)")
         }
         XCTAssertNil(kinds.keys.first { $0.hasSuffix("unclassified") }, "\(kinds)")
         // The damage is varied enough to reach the decoders' insides, not only their first check.
@@ -41,6 +51,19 @@ final class HostileInputTests: XCTestCase {
         XCTAssertGreaterThan(kinds["osc ok"] ?? 0, 100)
         XCTAssertGreaterThan(decoded, 100)
         print("hostile input: \(kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+    }
+
+    /// What a decode gave: the packet encoded again (bytes compare where NaNs and dictionaries
+    /// would not), or the error with its message.
+    private static func result(_ body: () throws -> [UInt8]) -> String {
+        do { return "\(try body())" } catch { return "error: \(error)" }
+    }
+
+    /// `packet` as a socket's receive buffer holds it: a slice, with other bytes before and after.
+    private static func inBuffer(_ packet: [UInt8], _ random: inout SplitMix64) -> ArraySlice<UInt8> {
+        let before = Int(random.next() % 9), after = Int(random.next() % 9)
+        let buffer = [UInt8](repeating: 0x2f, count: before) + packet + [UInt8](repeating: 0, count: after)
+        return buffer[before..<(before + packet.count)]
     }
 
     /// "ok", the error's kind, or "unclassified" for an error that is not an InteropError.
