@@ -338,8 +338,8 @@ public struct BenchReport: Codable {
         lines.append(row("frame → wire bytes", t.total, bold: true))
         lines.append(row("tracker", t.tracker))
         lines.append(row("├ face detection¹", t.detection))
-        lines.append(row("├ face mesh (crop + model)", t.landmarks))
-        lines.append(row("├ iris, both eyes (crops + model)", t.iris))
+        lines.append(row("├ face mesh (crop + model\(t.iris.p50 > 0 ? "" : ", irises included"))", t.landmarks))
+        if t.iris.p50 > 0 { lines.append(row("├ iris, both eyes (crops + model)", t.iris)) }
         lines.append(row("└ rest (mesh → landmarks, next region)", t.trackerOther))
         lines.append(row("expression estimator", t.estimator))
         lines.append(row("wire encoding", t.encode))
@@ -684,8 +684,8 @@ extension BenchReport {
         lines.append("| frame | pipeline | frame → wire bytes | tracker | detection | crops | models | custom operations | rest | estimator | tracked |")
         lines.append("|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         var rows = sized
-        if rows.first(where: { !$0.attentionMesh && $0.width == width && $0.height == height }) == nil {
-            rows.insert(SizedTracking(width: width, height: height, attentionMesh: false, tracking: tracking), at: 0)
+        if rows.first(where: { $0.attentionMesh && $0.width == width && $0.height == height }) == nil {
+            rows.insert(SizedTracking(width: width, height: height, attentionMesh: true, tracking: tracking), at: 0)
         }
         for row in rows {
             let t = row.tracking

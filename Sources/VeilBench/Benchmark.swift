@@ -47,11 +47,7 @@ public struct Benchmark {
         var report = BenchReport(machine: .current(), framesPerClip: framesPerClip, warmUpFrames: warmUpFrames,
                                  quick: quick, width: size.width, height: size.height, photos: photos,
                                  scriptSeconds: script.duration, scriptFramesPerSecond: script.framesPerSecond)
-        // The two-model pipeline (468-point mesh, iris model on each eye), timed beside the default
-        // attention mesh (measureTrackingBySize, and the peers' table) as the baseline it replaced.
-        var twoModel = MediaPipeFaceTracker.Options()
-        twoModel.attentionMesh = false
-        let tracker = try MediaPipeFaceTracker(options: twoModel)
+        let tracker = try MediaPipeFaceTracker()
         let clips = try photos.map { try synthesize($0, tracker: tracker) }
         if timeVideoRead, let first = clips.first { report.videoRead = try measureVideoRead(first) }
 
@@ -71,8 +67,8 @@ public struct Benchmark {
         }
         // Each peer is its own process, pinned with taskset; started after the CPU set is restored.
         if measurePeers {
-            let attention = report.trackingBySize?.first { $0.attentionMesh && $0.width == size.width && $0.height == size.height }
-            report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker, attention: attention?.tracking)
+            let twoModel = report.trackingBySize?.first { !$0.attentionMesh && $0.width == size.width && $0.height == size.height }
+            report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker, twoModel: twoModel?.tracking)
         }
 
         if measureBandwidth {
@@ -199,13 +195,14 @@ public struct Benchmark {
         return timing.shown
     }
 
-    /// The attention mesh's tracker (and at camera sizes the default one too) on the same clips, each
-    /// frame letterboxed into 640×480, 1280×720 and 1920×1080 before it is timed: the crops are cut
-    /// from the whole frame, so only detection should see the frame's size.
+    /// The two-model pipeline (the 468-point mesh, then the iris model on each eye: the baseline the
+    /// attention mesh replaced), and at camera sizes the default attention mesh too, on the same
+    /// clips, each frame letterboxed into 640×480, 1280×720 and 1920×1080 before it is timed: the
+    /// crops are cut from the whole frame, so only detection should see the frame's size.
     private func measureTrackingBySize(_ clips: [Clip]) throws -> [BenchReport.SizedTracking] {
         var results: [BenchReport.SizedTracking] = []
         for (width, height) in [(size.width, size.height), (1280, 720), (1920, 1080)] {
-            for attention in [true, false] where attention || width != size.width {
+            for attention in [true, false] where !attention || width != size.width {
                 var options = MediaPipeFaceTracker.Options()
                 options.attentionMesh = attention
                 let tracker = try MediaPipeFaceTracker(options: options)
