@@ -36,6 +36,10 @@ let package = Package(
         // webrtcbin's action signals through the variadic g_signal_emit_by_name (GStreamer).
         .target(name: "CVeilGLib", dependencies: ["CGLib"]),
         .target(name: "CVeilWebRTC", dependencies: ["CGStreamer"]),
+        // hiredis, the Redis client through which several `veil serve` nodes share rooms; its GLib
+        // adapter (static functions in a header) compiled once in a shim of its own.
+        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        .target(name: "CVeilRedis", dependencies: ["CHiredis", "CGLib"]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // Xlib: the window `veil call --out window` draws in, which Veil keeps on top in its compact mode.
         .systemLibrary(name: "CX11", pkgConfig: "x11", providers: [.apt(["libx11-dev"])]),
@@ -79,7 +83,8 @@ let package = Package(
         .target(name: "VeilGLib", dependencies: ["CGLib"]),
         // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.
         // TLS through GLib's backend (glib-networking); libcrypto checks the key matches the certificate.
-        .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGLib", "COpenSSL"]),
+        // Several nodes share rooms through Redis (hiredis, on the server's GLib loop).
+        .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGLib", "COpenSSL", "CHiredis", "CVeilRedis"]),
         // Calls: WebRTC peers on webrtcbin (Opus + expression data channel), sessions, statistics.
         .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "CVeilGLib", "CVeilWebRTC", "COpenSSL"]),
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.

@@ -1,0 +1,389 @@
+import Foundation
+import Synchronization
+import VeilCore
+import VeilGLib
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Several `veil serve` nodes sharing rooms through Redis, behind haproxy: real processes on
+/// loopback (redis-server, the built `veil`, haproxy with deploy/haproxy.cfg), and real WebSocket
+/// clients. Participants of one room on different nodes hear of each other, exchange offers,
+/// answers, candidates and mute states, and see each other leave; the room size holds across
+/// nodes; a node killed outright has its participants reported `left(timeout)` to the others.
+final class SharedRoomsTests: XCTestCase {
+    var cluster: ServiceCluster!
+    var clientLoop: GLibLoop!
+
+    override func setUpWithError() throws {
+        clientLoop = GLibLoop(name: "test-clients")
+    }
+
+    override func tearDown() {
+        cluster?.stop()
+        cluster = nil
+        clientLoop = nil
+        super.tearDown()
+    }
+
+    /// A session description as Veil's clients send it: one audio section and a data channel.
+    static let sdp = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\n"
+        + "a=rtpmap:111 OPUS/48000/2\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\nc=IN IP4 0.0.0.0\r\n"
+
+    func join(_ user: String, room: String, at url: URL, file: StaticString = #filePath, line: UInt = #line) throws -> (WebSocketTestClient, ServerMessage.Joined) {
+        let client = try WebSocketTestClient.connect(to: url, name: user, loop: clientLoop)
+        client.send(.join(room: room, user: user, token: try cluster.token(room: room, user: user)))
+        let answer = client.next(timeout: 10) { if case .joined = $0 { true } else if case .error = $0 { true } else { false } }
+        guard case .joined(let joined)? = answer else {
+            XCTFail("\(user) did not join \(room) at \(url): \(String(describing: answer))", file: file, line: line)
+            throw ServiceCluster.Failure(description: "no joined")
+        }
+        return (client, joined)
+    }
+
+    func testParticipantsOnDifferentNodesExchangeEverythingThroughTheBalancer() throws {
+        cluster = try ServiceCluster(nodes: 3)
+        let balancer = try XCTUnwrap(cluster.balancerURL)
+        let (alice, aliceJoined) = try join("alice", room: "standup", at: balancer)
+        XCTAssertEqual(aliceJoined.participants, [])
+        let (bob, bobJoined) = try join("bob", room: "standup", at: balancer)
+        let aliceNode = try XCTUnwrap(cluster.node(ofJoin: "alice", room: "standup"))
+        let bobNode = try XCTUnwrap(cluster.node(ofJoin: "bob", room: "standup"))
+        print("through haproxy: alice joined on \(aliceNode), bob on \(bobNode)")
+        XCTAssertNotEqual(aliceNode, bobNode, "the balancer put both on one node: the test would not cross nodes")
+        XCTAssertEqual(bobJoined.participants, [ParticipantInfo(user: "alice", muted: false)])
+        XCTAssertEqual(alice.next(timeout: 5) { if case .participantJoined = $0 { true } else { false } },
+                       .participantJoined(user: "bob", muted: false))
+
+        let started = Date()
+        bob.send(.offer(to: "alice", sdp: Self.sdp))
+        XCTAssertEqual(alice.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "bob", sdp: Self.sdp))
+        print(String(format: "offer from node to node in %.1f ms", Date().timeIntervalSince(started) * 1000))
+        alice.send(.answer(to: "bob", sdp: Self.sdp))
+        XCTAssertEqual(bob.next(timeout: 5) { if case .answer = $0 { true } else { false } }, .answer(from: "alice", sdp: Self.sdp))
+        let candidate = "candidate:1 1 UDP 2122252543 192.168.1.2 50000 typ host"
+        bob.send(.ice(to: "alice", mline: 0, candidate: candidate))
+        XCTAssertEqual(alice.next(timeout: 5) { if case .ice = $0 { true } else { false } }, .ice(from: "bob", mline: 0, candidate: candidate))
+        alice.send(.ice(to: "bob", mline: 1, candidate: candidate))
+        XCTAssertEqual(bob.next(timeout: 5) { if case .ice = $0 { true } else { false } }, .ice(from: "alice", mline: 1, candidate: candidate))
+        alice.send(.mute(muted: true))
+        XCTAssertEqual(bob.next(timeout: 5) { if case .muteChanged = $0 { true } else { false } }, .muteChanged(user: "alice", muted: true))
+        // A relay to someone who is not in the room is refused by the sender's node, as on one node.
+        alice.send(.offer(to: "carol", sdp: Self.sdp))
+        XCTAssertEqual(alice.nextError(timeout: 5), .unknownPeer)
+        // Video is refused before it leaves the sender's node.
+        alice.send(.offer(to: "bob", sdp: Self.sdp + "m=video 9 UDP/TLS/RTP/SAVPF 96\r\n"))
+        XCTAssertEqual(alice.nextError(timeout: 5), .videoNotAllowed)
+
+        // A newcomer learns the muted state kept on the other node.
+        let (carol, carolJoined) = try join("carol", room: "standup", at: balancer)
+        XCTAssertEqual(Set(carolJoined.participants.map(\.user)), ["alice", "bob"])
+        XCTAssertEqual(carolJoined.participants.first { $0.user == "alice" }?.muted, true)
+        print("carol joined on \(cluster.node(ofJoin: "carol", room: "standup") ?? "?")")
+
+        bob.send(.leave)
+        XCTAssertEqual(alice.next(timeout: 5) { if case .participantLeft = $0 { true } else { false } }, .participantLeft(user: "bob", reason: .left))
+        XCTAssertEqual(carol.next(timeout: 5) { if case .participantLeft = $0 { true } else { false } }, .participantLeft(user: "bob", reason: .left))
+        XCTAssertEqual(alice.undecodableMessages + bob.undecodableMessages + carol.undecodableMessages, [])
+    }
+
+    func testTheRoomSizeHoldsAcrossNodes() throws {
+        cluster = try ServiceCluster(nodes: 3, arguments: ["--room-size", "2"])
+        let (alice, _) = try join("alice", room: "pair", at: cluster.nodeURLs[0])
+        let (bob, _) = try join("bob", room: "pair", at: cluster.nodeURLs[1])
+        // The third, on the third node, finds the room full.
+        let carol = try WebSocketTestClient.connect(to: cluster.nodeURLs[2], name: "carol", loop: clientLoop)
+        carol.send(.join(room: "pair", user: "carol", token: try cluster.token(room: "pair", user: "carol")))
+        XCTAssertEqual(carol.nextError(timeout: 10), .roomFull)
+        XCTAssertEqual(carol.waitClosed(timeout: 5), WebSocketCloseCode.roomFull.rawValue)
+        // And through the balancer too.
+        let dave = try WebSocketTestClient.connect(to: try XCTUnwrap(cluster.balancerURL), name: "dave", loop: clientLoop)
+        dave.send(.join(room: "pair", user: "dave", token: try cluster.token(room: "pair", user: "dave")))
+        XCTAssertEqual(dave.nextError(timeout: 10), .roomFull)
+        // The same user again does not count twice: bob moves from the second node to the first.
+        let (bobAgain, rejoined) = try join("bob", room: "pair", at: cluster.nodeURLs[0])
+        XCTAssertTrue(rejoined.resumed)
+        XCTAssertEqual(bob.nextError(timeout: 5), .replaced)
+        XCTAssertNil(alice.next(timeout: 1) { if case .participantLeft = $0 { true } else { false } }, "a takeover is not a leave")
+        // A seat freed on one node is free on the others.
+        bobAgain.send(.leave)
+        XCTAssertEqual(alice.next(timeout: 5) { if case .participantLeft = $0 { true } else { false } }, .participantLeft(user: "bob", reason: .left))
+        let (_, carolJoined) = try join("carol", room: "pair", at: cluster.nodeURLs[2])
+        XCTAssertEqual(carolJoined.participants, [ParticipantInfo(user: "alice", muted: false)])
+    }
+
+    func testANodeKilledOutrightHasItsParticipantsLeaveOnTheOthersWithinFiveSeconds() throws {
+        cluster = try ServiceCluster(nodes: 3)
+        let (alice, _) = try join("alice", room: "r", at: cluster.nodeURLs[0])
+        let (bob, _) = try join("bob", room: "r", at: cluster.nodeURLs[1])
+        let (carol, carolJoined) = try join("carol", room: "r", at: cluster.nodeURLs[2])
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantJoined(user: "bob", muted: false) })
+        XCTAssertEqual(Set(carolJoined.participants.map(\.user)), ["alice", "bob"])
+        let killed = Date()
+        cluster.kill(node: 1)
+        var delays: [Double] = []
+        for client in [alice, carol] {
+            let left = client.next(timeout: 15) { if case .participantLeft = $0 { true } else { false } }
+            XCTAssertEqual(left, .participantLeft(user: "bob", reason: .timeout), client.name)
+            delays.append(Date().timeIntervalSince(killed))
+        }
+        print(String(format: "SIGKILL of bob's node → left(timeout) at alice %.2f s, at carol %.2f s", delays[0], delays.count > 1 ? delays[1] : -1))
+        XCTAssertLessThan(delays.max() ?? 99, 5, "a dead node's participants must leave within 5 s")
+        // The survivors still talk across nodes.
+        alice.send(.offer(to: "carol", sdp: Self.sdp))
+        XCTAssertEqual(carol.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "alice", sdp: Self.sdp))
+        withExtendedLifetime(bob) {}
+    }
+
+    func testServeSaysWhatIsWrongWithItsRedisOptions() throws {
+        let workspace = try ServiceCluster.Workspace()
+        defer { workspace.remove() }
+        // Nothing listens on the port: a clear message, exit 1, before the server listens.
+        let dead = try ServiceCluster.freePort()
+        let refused = try workspace.run(["serve", "--port", "0", "--web", "none", "--redis", "127.0.0.1:\(dead)", "--node-id", "a"])
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.stderr.contains("cannot connect to Redis at 127.0.0.1:\(dead)"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("redis-server"), refused.stderr)
+        for (arguments, expected) in [(["--redis", "localhost"], "--redis must be HOST:PORT"),
+                                      (["--redis", "127.0.0.1:0"], "--redis must be HOST:PORT"),
+                                      (["--redis", "127.0.0.1:6379", "--node-id", "a b"], "--node-id must be"),
+                                      (["--node-id", "a"], "give --redis HOST:PORT too")] {
+            let run = try workspace.run(["serve", "--port", "0", "--web", "none"] + arguments)
+            XCTAssertEqual(run.status, 2, arguments.joined(separator: " "))
+            XCTAssertTrue(run.stderr.contains(expected), "\(arguments): \(run.stderr)")
+        }
+        XCTAssertTrue(try workspace.run(["help", "serve"]).stdout.contains("--redis HOST:PORT"))
+    }
+
+    func testTwoLiveNodesCannotShareAName() throws {
+        cluster = try ServiceCluster(nodes: 1, balancer: false)
+        let twin = try cluster.workspace.run(["serve", "--port", "0", "--web", "none", "--secret-file", cluster.secretFile.path,
+                                              "--redis", "127.0.0.1:\(cluster.redisPort)", "--node-id", "node1"])
+        XCTAssertEqual(twin.status, 1)
+        XCTAssertTrue(twin.stderr.contains("refused node node1"), twin.stderr)
+    }
+}
+
+/// redis-server, `veil serve` nodes and haproxy, started on free loopback ports for one test and
+/// stopped (`stop()`) after it.
+final class ServiceCluster {
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    /// A temporary directory and the built `veil` run in it.
+    struct Workspace {
+        let directory: URL
+        init() throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("veil-nodes-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+
+        /// The `veil` executable built next to the tests.
+        static var veil: URL {
+            get throws {
+                var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                for _ in 0..<4 {
+                    let candidate = dir.appendingPathComponent("veil")
+                    if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+                    dir = dir.deletingLastPathComponent()
+                }
+                throw XCTSkip("the veil executable is not built next to the tests (run `make test`)")
+            }
+        }
+
+        struct Run { var status: Int32; var stdout: String; var stderr: String }
+
+        /// Runs `veil arguments` to its end.
+        func run(_ arguments: [String]) throws -> Run {
+            let process = Process()
+            process.executableURL = try Self.veil
+            process.arguments = arguments
+            process.currentDirectoryURL = directory
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            // Both are a few lines: neither pipe fills while the other is read.
+            let outData = out.fileHandleForReading.readDataToEndOfFile()
+            let errData = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return Run(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                       stderr: String(decoding: errData, as: UTF8.self))
+        }
+    }
+
+    /// A child process whose standard output and error are collected as they come.
+    final class Child {
+        let name: String
+        let process = Process()
+        private final class Output: Sendable { let text = Mutex("") }
+        private let output = Output()
+        init(name: String, executable: URL, arguments: [String], directory: URL, environment: [String: String] = [:]) throws {
+            self.name = name
+            process.executableURL = executable
+            process.arguments = arguments
+            process.currentDirectoryURL = directory
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            pipe.fileHandleForReading.readabilityHandler = { [output] handle in
+                let data = handle.availableData
+                if data.isEmpty { handle.readabilityHandler = nil; return }
+                output.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+            try process.run()
+        }
+        var text: String { output.text.withLock { $0 } }
+
+        /// Waits up to `timeout` for `predicate` on the output so far.
+        func wait(timeout: TimeInterval, for predicate: (String) -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                if predicate(text) { return true }
+                if !process.isRunning { return predicate(text) }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            return predicate(text)
+        }
+
+        func stop() {
+            guard process.isRunning else { return }
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    let workspace: Workspace
+    let secretFile: URL
+    let authority: TokenAuthority
+    let redisPort: Int
+    private(set) var redis: Child?
+    private(set) var nodes: [Child] = []
+    private(set) var nodeURLs: [URL] = []
+    private(set) var balancer: Child?
+    private(set) var balancerURL: URL?
+
+    /// A free TCP port on 127.0.0.1 (bound and released: nothing else on this machine takes it in between, usually).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket() failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw Failure(description: "cannot bind a loopback port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func executable(_ name: String, package: String) throws -> URL {
+        for directory in ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"] {
+            let url = URL(fileURLWithPath: directory).appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        throw Failure(description: "\(name) is not installed: scripts/bootstrap installs Debian's \(package)")
+    }
+
+    /// The package root, where deploy/haproxy.cfg is.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Starts Redis, `nodes` nodes (`veil serve --redis … --node-id nodeN`, with `arguments`) and,
+    /// with `balancer`, haproxy in front of them (deploy/haproxy.cfg takes three nodes).
+    init(nodes count: Int, arguments: [String] = [], balancer withBalancer: Bool = true) throws {
+        workspace = try Workspace()
+        secretFile = workspace.directory.appendingPathComponent("secret")
+        let secret = try ServerSecret.create(at: secretFile)
+        authority = TokenAuthority(secret: secret)
+        redisPort = try Self.freePort()
+        do {
+            try start(count, arguments: arguments, balancer: withBalancer)
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    private func start(_ count: Int, arguments: [String], balancer withBalancer: Bool) throws {
+        let redis = try Child(name: "redis", executable: try Self.executable("redis-server", package: "redis-server"),
+                              arguments: ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                          "--dir", workspace.directory.path],
+                              directory: workspace.directory)
+        self.redis = redis
+        guard redis.wait(timeout: 15, for: { $0.contains("Ready to accept connections") }) else {
+            throw Failure(description: "redis-server did not start: \(redis.text)")
+        }
+        let veil = try Workspace.veil
+        for index in 1...count {
+            let node = try Child(name: "node\(index)", executable: veil,
+                                 arguments: ["serve", "--port", "0", "--web", "none", "--secret-file", secretFile.path,
+                                             "--redis", "127.0.0.1:\(redisPort)", "--node-id", "node\(index)"] + arguments,
+                                 directory: workspace.directory)
+            nodes.append(node)
+            var url: URL?
+            _ = node.wait(timeout: 20) { text in
+                url = text.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("ws://") }
+                    .map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: ";,")) }.flatMap(URL.init(string:))
+                return url != nil
+            }
+            guard let url else { throw Failure(description: "node\(index) did not start: \(node.text)") }
+            nodeURLs.append(url)
+        }
+        print("redis on 127.0.0.1:\(redisPort); nodes at \(nodeURLs.map(\.absoluteString))")
+        guard withBalancer else { return }
+        precondition(count == 3, "deploy/haproxy.cfg names three nodes")
+        let port = try Self.freePort()
+        var environment = ["VEIL_BIND": "127.0.0.1:\(port)"]
+        for (index, url) in nodeURLs.enumerated() { environment["VEIL_NODE\(index + 1)"] = "127.0.0.1:\(url.port ?? 0)" }
+        let haproxy = try Child(name: "haproxy", executable: try Self.executable("haproxy", package: "haproxy"),
+                                arguments: ["-db", "-f", Self.root.appendingPathComponent("deploy/haproxy.cfg").path],
+                                directory: workspace.directory, environment: environment)
+        balancer = haproxy
+        // Up once every node's health check has passed through it.
+        let health = URL(string: "http://127.0.0.1:\(port)/health")!
+        let deadline = Date().addingTimeInterval(20)
+        var answered = 0
+        while answered < 3, Date() < deadline, haproxy.process.isRunning {
+            if (try? httpGet(health))?.status == 200 { answered += 1 } else { answered = 0 }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        guard answered >= 3 else { throw Failure(description: "haproxy did not come up: \(haproxy.text)") }
+        balancerURL = URL(string: "ws://127.0.0.1:\(port)/ws")
+        // Every node checked up (rise 1, checks every second): wait out one round so none is skipped.
+        Thread.sleep(forTimeInterval: 1.2)
+    }
+
+    /// A token for `user` in `room`, valid for ten minutes (every node holds the secret).
+    func token(room: String, user: String) throws -> String { try authority.issue(room: room, user: user, lifetime: 600) }
+
+    /// The node whose log says `user` joined `room` (`join room=R user=U`).
+    func node(ofJoin user: String, room: String) -> String? {
+        let line = "join room=\(room) user=\(user) "
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if let node = nodes.first(where: { $0.text.contains(line) }) { return node.name }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return nil
+    }
+
+    /// SIGKILL to node `index` (0-based): no goodbye to anyone.
+    func kill(node index: Int) {
+        let process = nodes[index].process
+        guard process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    func stop() {
+        balancer?.stop()
+        nodes.forEach { $0.stop() }
+        redis?.stop()
+        workspace.remove()
+    }
+}
