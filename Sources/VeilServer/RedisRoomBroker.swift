@@ -51,7 +51,6 @@ final class RedisRoomBroker: RoomBroker {
     private var timer: GLibSource?
     private var reconnectTimer: GLibSource?
     private var heartbeatSent: TimeInterval?       // an unanswered heartbeat's time
-    private var registeredOnce = false
 
     /// Most commands kept while Redis is away; beyond them the node's membership is rebuilt when it is back.
     static let maximumWaiting = 100_000
@@ -83,7 +82,6 @@ final class RedisRoomBroker: RoomBroker {
         if case .error(let message) = reply {
             throw VeilError.io("Redis at \(endpoint) refused node \(configuration.node): \(message.replacingOccurrences(of: "ERR ", with: ""))")
         }
-        registeredOnce = true
         self.deliver = deliver
         connect()
         let interval = UInt32(max(0.05, configuration.heartbeat) * 1000)
@@ -139,10 +137,11 @@ final class RedisRoomBroker: RoomBroker {
         case let .admit(room, user, connection, limit):
             run(Self.admit, [room, user, node, String(limit), String(connection.rawValue)]) { [weak self] reply in
                 // The answer comes on the channel; only a failure to run the script is answered here.
-                guard let self else { return }
-                if reply == nil || { if case .error = reply { return true }; return false }() {
-                    self.deliver?(.refused(room: room, user: user, connection: connection, code: .serviceUnavailable,
-                                           message: "the service that shares this server's rooms did not admit you: try again shortly"))
+                switch reply {
+                case .integer?: break
+                default:
+                    self?.deliver?(.refused(room: room, user: user, connection: connection, code: .serviceUnavailable,
+                                            message: "the service that shares this server's rooms did not admit you: try again shortly"))
                 }
             }
         case let .leave(room, user, reason):
@@ -197,8 +196,9 @@ final class RedisRoomBroker: RoomBroker {
         // node gone means its participants were taken out of their rooms meanwhile.
         run(Self.register, [configuration.node, ttlMilliseconds, "0"]) { [weak self] reply in
             guard let self, self.state != .stopped, reply != nil else { return }
-            if case .integer(1)? = reply, self.registeredOnce, wasDown != nil || self.state == .connecting {
-                self.waiting.removeAll { if case .admit = $0 { return false }; return true }
+            if case .integer(1)? = reply {
+                // Its seats are gone: what waited for the connection no longer applies, and everyone joins again.
+                self.waiting.removeAll()
                 self.deliver?(.membershipLost(reason: "this server was away from the service that shares its rooms"))
             }
             self.state = .ready

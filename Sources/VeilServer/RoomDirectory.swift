@@ -429,7 +429,10 @@ public struct RoomDirectory: Sendable {
             connections.removeAll()
             rooms.removeAll()
             return ids.flatMap { id -> [Action] in
-                [.send(.error(code: .serverShutdown, message: "the server is shutting down"), to: id), .close(id, code: .goingAway)]
+                // With rooms shared between nodes, the seats stay in the broker for a while: a client
+                // that reconnects (the balancer sends it to another node) resumes its seat.
+                [.send(.error(code: .serverShutdown, message: brokered ? "this server is shutting down: reconnect, another node takes you back into your room"
+                                                                       : "the server is shutting down"), to: id), .close(id, code: .goingAway)]
             }
         }
     }

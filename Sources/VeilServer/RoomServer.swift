@@ -377,7 +377,11 @@ final class ServerCore: @unchecked Sendable {
     }
 
     /// Ends every session; `drained` runs once all connections have closed (maybe never: the caller waits with a timeout).
+    /// The listening socket closes first, so that a client reconnecting at once (through a
+    /// balancer) does not land here again.
     func shutdown(drained: @escaping () -> Void) {
+        acceptor?.close()
+        acceptor = nil
         timer?.cancel()
         timer = nil
         whenDrained = drained

@@ -15,7 +15,10 @@ client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call
 --tls-cert and --tls-key all of it is served over TLS: https:// and wss:// (docs/deployment.md).
 Clients join a room with a token from `veil token`; the server relays their WebRTC offers, answers
 and ICE candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and
-mutes. Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM.
+mutes. Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM:
+the server stops accepting, tells its clients to reconnect (`server_shutdown`) and exits; with
+--redis their seats are held for 3 s, so clients reconnecting through a balancer resume on
+another node (a rolling restart, docs/deployment.md).
 
 OPTIONS:
   --host ADDRESS       IP address to listen on (default 127.0.0.1, this machine only;

@@ -136,6 +136,64 @@ final class SharedRoomsTests: XCTestCase {
         withExtendedLifetime(bob) {}
     }
 
+    /// A client of a node killed outright reconnects through the balancer at once: its seat is still
+    /// held (the dead node's registration has not run out), so it resumes on another node and the
+    /// others see no one leave.
+    func testAClientOfAKilledNodeResumesItsSeatThroughTheBalancer() throws {
+        cluster = try ServiceCluster(nodes: 3)
+        let balancer = try XCTUnwrap(cluster.balancerURL)
+        let (alice, _) = try join("alice", room: "r", at: balancer)
+        let (bob, _) = try join("bob", room: "r", at: balancer)
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantJoined(user: "bob", muted: false) })
+        let dead = try XCTUnwrap(cluster.node(ofJoin: "bob", room: "r"))
+        let killed = Date()
+        cluster.kill(node: try XCTUnwrap(Int(dead.dropFirst("node".count))) - 1)
+        XCTAssertNotNil(bob.waitClosed(timeout: 10), "the balancer cut bob's connection")
+        let (bobAgain, resumed) = try join("bob", room: "r", at: balancer)
+        print(String(format: "SIGKILL of %@: bob back in his room %.0f ms after it", dead, Date().timeIntervalSince(killed) * 1000))
+        XCTAssertTrue(resumed.resumed)
+        XCTAssertNotEqual(cluster.node(ofJoin: "bob", room: "r", after: dead), nil)
+        XCTAssertNil(alice.next(timeout: 5) { if case .participantLeft = $0 { true } else { false } }, "bob's seat moved, he did not leave")
+        alice.send(.ice(to: "bob", mline: 0, candidate: "candidate:1 1 UDP 1 10.0.0.1 9 typ host"))
+        XCTAssertNotNil(bobAgain.next(timeout: 5) { if case .ice = $0 { true } else { false } })
+    }
+
+    /// A rolling restart's step: SIGTERM drains a node. It stops accepting, tells its clients to
+    /// reconnect, and exits; a client that reconnects through the balancer lands on another node
+    /// and resumes its seat, and the others in its room see no one leave.
+    func testSIGTERMDrainsANodeAndItsParticipantsResumeOnAnother() throws {
+        cluster = try ServiceCluster(nodes: 3)
+        let balancer = try XCTUnwrap(cluster.balancerURL)
+        let (alice, _) = try join("alice", room: "r", at: balancer)
+        let (bob, _) = try join("bob", room: "r", at: balancer)
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantJoined(user: "bob", muted: false) })
+        alice.send(.mute(muted: true))
+        XCTAssertNotNil(bob.next(timeout: 5) { $0 == .muteChanged(user: "alice", muted: true) })
+        let drained = try XCTUnwrap(cluster.node(ofJoin: "alice", room: "r"))
+        let index = try XCTUnwrap(Int(drained.dropFirst("node".count))) - 1
+
+        let stopped = Date()
+        cluster.nodes[index].process.terminate()
+        XCTAssertEqual(alice.nextError(timeout: 10), .serverShutdown)
+        XCTAssertEqual(alice.waitClosed(timeout: 10), WebSocketCloseCode.goingAway.rawValue)
+        // What a client does on its own: reconnect through the same address and join again.
+        let (again, resumed) = try join("alice", room: "r", at: balancer)
+        let moved = Date().timeIntervalSince(stopped)
+        XCTAssertTrue(resumed.resumed, "alice's seat was kept for her")
+        XCTAssertTrue(resumed.muted, "and her mute state with it")
+        XCTAssertEqual(resumed.participants, [ParticipantInfo(user: "bob", muted: false)])
+        let now = try XCTUnwrap(cluster.node(ofJoin: "alice", room: "r", after: drained))
+        print(String(format: "SIGTERM to %@: alice back in her room on %@ %.0f ms after the signal", drained, now, moved * 1000))
+        XCTAssertNotEqual(now, drained)
+        cluster.nodes[index].process.waitUntilExit()
+        XCTAssertEqual(cluster.nodes[index].process.terminationStatus, 0)
+        XCTAssertTrue(cluster.nodes[index].text.contains("veil serve: stopping"))
+        // Past the drained node's registration (3 s) and a reaper's round: bob never saw her leave.
+        XCTAssertNil(bob.next(timeout: 5) { if case .participantLeft = $0 { true } else { false } }, "a drained node's participant left")
+        bob.send(.offer(to: "alice", sdp: Self.sdp))
+        XCTAssertEqual(again.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "bob", sdp: Self.sdp))
+    }
+
     func testServeSaysWhatIsWrongWithItsRedisOptions() throws {
         let workspace = try ServiceCluster.Workspace()
         defer { workspace.remove() }
@@ -361,12 +419,12 @@ final class ServiceCluster {
     /// A token for `user` in `room`, valid for ten minutes (every node holds the secret).
     func token(room: String, user: String) throws -> String { try authority.issue(room: room, user: user, lifetime: 600) }
 
-    /// The node whose log says `user` joined `room` (`join room=R user=U`).
-    func node(ofJoin user: String, room: String) -> String? {
+    /// The node whose log says `user` joined `room` (`join room=R user=U`), other than `excluded`.
+    func node(ofJoin user: String, room: String, after excluded: String? = nil) -> String? {
         let line = "join room=\(room) user=\(user) "
         let deadline = Date().addingTimeInterval(5)
         while Date() < deadline {
-            if let node = nodes.first(where: { $0.text.contains(line) }) { return node.name }
+            if let node = nodes.first(where: { $0.name != excluded && $0.text.contains(line) }) { return node.name }
             Thread.sleep(forTimeInterval: 0.05)
         }
         return nil
