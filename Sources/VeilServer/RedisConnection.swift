@@ -154,9 +154,19 @@ final class RedisConnection {
         onOpen = nil
         guard let context, !finished else { return releaseSource() }
         finished = true
-        redisAsyncFree(context) // safe inside a hiredis callback too: it then frees after the callback
         self.context = nil
-        releaseSource()
+        // Inside one of this connection's own callbacks hiredis frees the context (and calls the
+        // adapter's cleanup) once the callback returns: the source must outlive that.
+        let inCallback = context.pointee.c.flags & REDIS_IN_CALLBACK != 0
+        redisAsyncFree(context)
+        if inCallback { return releaseSource() }
+        // Freed now: the source goes at once, before the loop can dispatch it (it may have polled
+        // readable in this very iteration) to a context that no longer exists.
+        if let source {
+            self.source = nil
+            g_source_destroy(source)
+            g_source_unref(source)
+        }
     }
 
     private func lost(_ reason: String) {

@@ -51,6 +51,7 @@ final class RedisRoomBroker: RoomBroker {
     private var timer: GLibSource?
     private var reconnectTimer: GLibSource?
     private var heartbeatSent: TimeInterval?       // an unanswered heartbeat's time
+    private var attemptStarted: TimeInterval?      // when the connections now opening were started
 
     /// Most commands kept while Redis is away; beyond them the node's membership is rebuilt when it is back.
     static let maximumWaiting = 100_000
@@ -156,7 +157,7 @@ final class RedisRoomBroker: RoomBroker {
     private func run(_ script: String, _ arguments: [String], reply: @escaping (RedisReply?) -> Void = { _ in }) {
         guard let commands else { return reply(nil) }
         commands.command(["EVAL", script, "0"] + arguments) { [weak self] answer in
-            if case .error(let message)? = answer { self?.log("veil serve: Redis: \(message)") }
+            if case .error(let message)? = answer { self?.log("Redis: \(message)") }
             reply(answer)
         }
     }
@@ -167,6 +168,7 @@ final class RedisRoomBroker: RoomBroker {
         opened = 0
         subscribed = false
         heartbeatSent = nil
+        attemptStarted = clock()
         do {
             commands = try RedisConnection(host: configuration.host, port: configuration.port,
                                            opened: { [weak self] in self?.connectionOpened() },
@@ -202,7 +204,8 @@ final class RedisRoomBroker: RoomBroker {
                 self.deliver?(.membershipLost(reason: "this server was away from the service that shares its rooms"))
             }
             self.state = .ready
-            if let wasDown { self.log("veil serve: Redis at \(self.endpoint) is back (\(wasDown))") }
+            self.attemptStarted = nil
+            if let wasDown { self.log("Redis at \(self.endpoint) answers again (after: \(wasDown))") }
             let queued = self.waiting
             self.waiting.removeAll()
             queued.forEach(self.send)
@@ -211,7 +214,8 @@ final class RedisRoomBroker: RoomBroker {
 
     private func lose(_ reason: String) {
         guard state != .stopped else { return }
-        if problem == nil { log("veil serve: \(reason); joins are refused until it is back") }
+        attemptStarted = nil
+        if problem == nil { log("\(reason); joins are refused until it is back") }
         state = .down(reason)
         commands?.close(); commands = nil
         subscriber?.close(); subscriber = nil
@@ -231,7 +235,7 @@ final class RedisRoomBroker: RoomBroker {
     private func received(_ text: String) {
         switch BrokerMessage.event(from: text, forNode: configuration.node) {
         case .success(let event): deliver?(event)
-        case .failure(let error): log("veil serve: \(error)")
+        case .failure(let error): log("\(error)")
         }
     }
 
@@ -240,8 +244,15 @@ final class RedisRoomBroker: RoomBroker {
     /// Refreshes the registration and reaps dead nodes; a heartbeat unanswered for longer than half
     /// the time to live means Redis is unreachable (a cut network gives no error of its own).
     private func beat() {
-        guard state == .ready else { return }
         let now = clock()
+        if state != .ready {
+            // A Redis that accepts connections and answers nothing (stopped, a cut link that
+            // still completes handshakes) must not leave joins waiting: give up and try again.
+            if let started = attemptStarted, now - started > configuration.timeToLive / 2, state != .stopped {
+                lose("Redis at \(endpoint) accepts connections but does not answer")
+            }
+            return
+        }
         if let sent = heartbeatSent {
             if now - sent > configuration.timeToLive / 2 {
                 lose("Redis at \(endpoint) has not answered for \(String(format: "%.1f", now - sent)) s")
@@ -258,7 +269,7 @@ final class RedisRoomBroker: RoomBroker {
         }
         run(Self.reap, []) { [weak self] reply in
             guard let self, case .array(let dead)? = reply else { return }
-            for case .string(let node) in dead { self.log("veil serve: node \(node) stopped answering; its participants left their rooms") }
+            for case .string(let node) in dead { self.log("node \(node) stopped answering; its participants left their rooms") }
         }
     }
 }

@@ -194,6 +194,66 @@ final class SharedRoomsTests: XCTestCase {
         XCTAssertEqual(again.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "bob", sdp: Self.sdp))
     }
 
+    /// Redis restarted (its data lost): the nodes reconnect, find their seats gone and ask their
+    /// participants to join again, and the rooms are rebuilt as they do.
+    func testARestartedRedisHasTheNodesRebuildTheRooms() throws {
+        cluster = try ServiceCluster(nodes: 2, balancer: false)
+        let (alice, _) = try join("alice", room: "r", at: cluster.nodeURLs[0])
+        let (bob, _) = try join("bob", room: "r", at: cluster.nodeURLs[1])
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantJoined(user: "bob", muted: false) })
+        try cluster.restartRedis()
+        let restarted = Date()
+        XCTAssertEqual(alice.nextError(timeout: 15), .serviceUnavailable)
+        XCTAssertEqual(bob.nextError(timeout: 15), .serviceUnavailable)
+        XCTAssertEqual(alice.waitClosed(timeout: 5), WebSocketCloseCode.serviceUnavailable.rawValue)
+        print(String(format: "Redis restarted: participants asked to join again after %.2f s", Date().timeIntervalSince(restarted)))
+        // What clients do by themselves: join again.
+        let (aliceAgain, _) = try join("alice", room: "r", at: cluster.nodeURLs[0])
+        let (bobAgain, bobJoined) = try join("bob", room: "r", at: cluster.nodeURLs[1])
+        XCTAssertEqual(bobJoined.participants, [ParticipantInfo(user: "alice", muted: false)])
+        XCTAssertNotNil(aliceAgain.next(timeout: 5) { $0 == .participantJoined(user: "bob", muted: false) })
+        bobAgain.send(.offer(to: "alice", sdp: Self.sdp))
+        XCTAssertEqual(aliceAgain.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "bob", sdp: Self.sdp))
+    }
+
+    /// Redis that does not answer (stopped, as a cut network looks): a node admits nobody rather
+    /// than split a room, and says so to the joiner and on /health; once Redis answers again, it admits.
+    func testANodeCutFromRedisRefusesJoinsAndSaysSo() throws {
+        cluster = try ServiceCluster(nodes: 2, balancer: false)
+        let (alice, _) = try join("alice", room: "r", at: cluster.nodeURLs[0])
+        XCTAssertEqual(try httpGet(cluster.healthURL(node: 1)).status, 200)
+        cluster.signalRedis(SIGSTOP)
+        let cut = Date()
+        var health = (status: UInt32(0), body: "")
+        while Date().timeIntervalSince(cut) < 20 {
+            health = try httpGet(cluster.healthURL(node: 1))
+            if health.status == 503 { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        print(String(format: "Redis stopped answering: /health says 503 after %.2f s: %@", Date().timeIntervalSince(cut), health.body))
+        XCTAssertEqual(health.status, 503)
+        XCTAssertTrue(health.body.contains(#""status":"unavailable""#), health.body)
+        let carol = try WebSocketTestClient.connect(to: cluster.nodeURLs[1], name: "carol", loop: clientLoop)
+        carol.send(.join(room: "r", user: "carol", token: try cluster.token(room: "r", user: "carol")))
+        let refusal = carol.next(timeout: 10) { if case .error = $0 { true } else { false } }
+        guard case let .error(code, message)? = refusal else { return XCTFail("no refusal: \(String(describing: refusal))") }
+        XCTAssertEqual(code, .serviceUnavailable)
+        XCTAssertTrue(message.contains("cannot reach"), message)
+        XCTAssertEqual(carol.waitClosed(timeout: 5), WebSocketCloseCode.serviceUnavailable.rawValue)
+        // The call already set up goes on meanwhile: alice's connection is not cut for it.
+        XCTAssertNil(alice.waitClosed(timeout: 0.5))
+
+        cluster.signalRedis(SIGCONT)
+        let resumed = Date()
+        while Date().timeIntervalSince(resumed) < 20, (try? httpGet(cluster.healthURL(node: 1)))?.status != 200 {
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        XCTAssertEqual(try httpGet(cluster.healthURL(node: 1)).status, 200)
+        print(String(format: "Redis answering again: node2 healthy after %.2f s", Date().timeIntervalSince(resumed)))
+        let (_, daveJoined) = try join("dave", room: "r2", at: cluster.nodeURLs[1])
+        XCTAssertEqual(daveJoined.participants, [])
+    }
+
     func testServeSaysWhatIsWrongWithItsRedisOptions() throws {
         let workspace = try ServiceCluster.Workspace()
         defer { workspace.remove() }
@@ -367,7 +427,8 @@ final class ServiceCluster {
         }
     }
 
-    private func start(_ count: Int, arguments: [String], balancer withBalancer: Bool) throws {
+    /// Starts redis-server on `redisPort`, without persistence (a restart loses everything).
+    private func startRedis() throws {
         let redis = try Child(name: "redis", executable: try Self.executable("redis-server", package: "redis-server"),
                               arguments: ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                                           "--dir", workspace.directory.path],
@@ -376,6 +437,27 @@ final class ServiceCluster {
         guard redis.wait(timeout: 15, for: { $0.contains("Ready to accept connections") }) else {
             throw Failure(description: "redis-server did not start: \(redis.text)")
         }
+    }
+
+    /// Stops Redis (its data goes with it) and starts a new one on the same port.
+    func restartRedis() throws {
+        redis?.stop()
+        try startRedis()
+    }
+
+    /// Sends `signal` to redis-server (SIGSTOP: it accepts connections and answers nothing; SIGCONT).
+    func signalRedis(_ signal: Int32) {
+        guard let process = redis?.process, process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, signal)
+    }
+
+    /// `http://127.0.0.1:PORT/health` of node `index` (0-based).
+    func healthURL(node index: Int) -> URL {
+        URL(string: "http://127.0.0.1:\(nodeURLs[index].port ?? 0)/health")!
+    }
+
+    private func start(_ count: Int, arguments: [String], balancer withBalancer: Bool) throws {
+        try startRedis()
         let veil = try Workspace.veil
         for index in 1...count {
             let node = try Child(name: "node\(index)", executable: veil,
@@ -439,6 +521,7 @@ final class ServiceCluster {
     }
 
     func stop() {
+        signalRedis(SIGCONT)
         balancer?.stop()
         nodes.forEach { $0.stop() }
         redis?.stop()
