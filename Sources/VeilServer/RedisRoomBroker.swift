@@ -42,11 +42,10 @@ final class RedisRoomBroker: RoomBroker {
     private var commands: RedisConnection?
     private var subscriber: RedisConnection?
     private var deliver: ((RoomBrokerEvent) -> Void)?
-    private var log: (String) -> Void
+    private let log: (String) -> Void
     private enum State: Equatable { case connecting, ready, down(String), stopped }
     private var state = State.connecting
     private var opened = 0                // connections open (of two)
-    private var subscribed = false
     private var waiting: [RoomBrokerCommand] = []  // until the connections are ready
     private var timer: GLibSource?
     private var reconnectTimer: GLibSource?
@@ -166,7 +165,6 @@ final class RedisRoomBroker: RoomBroker {
 
     private func connect() {
         opened = 0
-        subscribed = false
         heartbeatSent = nil
         attemptStarted = clock()
         do {
