@@ -158,6 +158,63 @@ final class SharedRoomsTests: XCTestCase {
         XCTAssertNotNil(bobAgain.next(timeout: 5) { if case .ice = $0 { true } else { false } })
     }
 
+    /// Two real `veil call`s through the balancer: the node holding one's signaling is killed.
+    /// That call reconnects through haproxy to another node and resumes its seat, and neither side
+    /// loses the other: media is peer to peer, so voice and expressions keep arriving throughout.
+    func testACallRidesOutTheKillOfItsSignalingNode() throws {
+        cluster = try ServiceCluster(nodes: 3)
+        let balancer = try XCTUnwrap(cluster.balancerURL).absoluteString
+        let veil = try ServiceCluster.Workspace.veil
+        func call(_ user: String) throws -> ServiceCluster.Child {
+            try ServiceCluster.Child(name: user, executable: veil,
+                                     arguments: ["call", "--server", balancer, "--room", "r", "--user", user,
+                                                 "--token", try cluster.token(room: "r", user: user),
+                                                 "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"],
+                                     directory: cluster.workspace.directory, environment: ["DISPLAY": "", "PULSE_SERVER": ""])
+        }
+        func flowing(_ child: ServiceCluster.Child, from peer: String, after count: Int = 0) -> [(fps: Double, audio: Double)] {
+            child.events.filter { $0["event"] as? String == "statistics" }.dropFirst(count).compactMap { event in
+                guard let entry = (event["peers"] as? [[String: Any]])?.first(where: { $0["user"] as? String == peer }) else { return nil }
+                return ((entry["expressionFramesPerSecond"] as? Double) ?? 0, (entry["audioBitrateIn"] as? Double) ?? 0)
+            }
+        }
+        let alice = try call("alice")
+        XCTAssertTrue(alice.wait(timeout: 20) { $0.contains(#""event":"joined""#) }, alice.text)
+        let bob = try call("bob")
+        defer { alice.stop(); bob.stop() }
+        // The call is up: expressions and voice arrive at both ends.
+        let up = { (child: ServiceCluster.Child, peer: String) in
+            child.wait(timeout: 30) { _ in flowing(child, from: peer).contains { $0.fps > 0 && $0.audio > 0 } }
+        }
+        XCTAssertTrue(up(alice, "bob"), alice.text)
+        XCTAssertTrue(up(bob, "alice"), bob.text)
+        let dead = try XCTUnwrap(cluster.node(ofJoin: "alice", room: "r"))
+        let (aliceBefore, bobBefore) = (flowing(alice, from: "bob").count, flowing(bob, from: "alice").count)
+        cluster.kill(node: try XCTUnwrap(Int(dead.dropFirst("node".count))) - 1)
+        let killed = Date()
+        XCTAssertTrue(alice.wait(timeout: 15) { $0.contains(#""resumed":true"#) }, "alice did not resume her seat: \(alice.text.suffix(2000))")
+        print(String(format: "SIGKILL of %@ (alice's signaling): alice resumed through %@ after %.2f s",
+                     dead, cluster.node(ofJoin: "alice", room: "r", after: dead) ?? "?", Date().timeIntervalSince(killed)))
+        // Eight more seconds of the call (four statistics rounds at each end).
+        Thread.sleep(forTimeInterval: 8)
+        let aliceAfter = flowing(alice, from: "bob", after: aliceBefore)
+        let bobAfter = flowing(bob, from: "alice", after: bobBefore)
+        let shown = { (rounds: [(fps: Double, audio: Double)]) in
+            rounds.map { String(format: "%.1f frames/s %.1f kbit/s", $0.fps, $0.audio / 1000) }.joined(separator: ", ")
+        }
+        print("received after the kill (every 2 s): alice from bob \(shown(aliceAfter)); bob from alice \(shown(bobAfter))")
+        XCTAssertGreaterThanOrEqual(aliceAfter.count, 3)
+        XCTAssertGreaterThanOrEqual(bobAfter.count, 3)
+        for (fps, audio) in aliceAfter + bobAfter {
+            XCTAssertGreaterThan(fps, 0, "expressions stopped")
+            XCTAssertGreaterThan(audio, 0, "voice stopped")
+        }
+        for child in [alice, bob] {
+            let left = child.events.filter { $0["event"] as? String == "participantLeft" }
+            XCTAssertEqual(left.count, 0, "\(child.name) saw someone leave: \(left)")
+        }
+    }
+
     /// A rolling restart's step: SIGTERM drains a node. It stops accepting, tells its clients to
     /// reconnect, and exits; a client that reconnects through the balancer lands on another node
     /// and resumes its seat, and the others in its room see no one leave.
@@ -342,7 +399,8 @@ final class ServiceCluster {
             process.executableURL = executable
             process.arguments = arguments
             process.currentDirectoryURL = directory
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            // An empty value removes the variable.
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.filter { !$0.value.isEmpty }
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = pipe
@@ -354,6 +412,14 @@ final class ServiceCluster {
             try process.run()
         }
         var text: String { output.text.withLock { $0 } }
+
+        /// The JSON lines of the output so far (`veil call --json`'s events).
+        var events: [[String: Any]] {
+            text.split(separator: "\n").compactMap { line in
+                guard line.hasPrefix("{") else { return nil }
+                return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+            }
+        }
 
         /// Waits up to `timeout` for `predicate` on the output so far.
         func wait(timeout: TimeInterval, for predicate: (String) -> Bool) -> Bool {
