@@ -190,8 +190,8 @@ final class SharedRoomsTests: XCTestCase {
         XCTAssertTrue(up(bob, "alice"), bob.text)
         let dead = try XCTUnwrap(cluster.node(ofJoin: "alice", room: "r"))
         let (aliceBefore, bobBefore) = (flowing(alice, from: "bob").count, flowing(bob, from: "alice").count)
-        cluster.kill(node: try XCTUnwrap(Int(dead.dropFirst("node".count))) - 1)
         let killed = Date()
+        cluster.kill(node: try XCTUnwrap(Int(dead.dropFirst("node".count))) - 1)
         XCTAssertTrue(alice.wait(timeout: 15) { $0.contains(#""resumed":true"#) }, "alice did not resume her seat: \(alice.text.suffix(2000))")
         print(String(format: "SIGKILL of %@ (alice's signaling): alice resumed through %@ after %.2f s",
                      dead, cluster.node(ofJoin: "alice", room: "r", after: dead) ?? "?", Date().timeIntervalSince(killed)))
