@@ -162,6 +162,15 @@ final class SharedRoomsTests: XCTestCase {
     /// That call reconnects through haproxy to another node and resumes its seat, and neither side
     /// loses the other: media is peer to peer, so voice and expressions keep arriving throughout.
     func testACallRidesOutTheKillOfItsSignalingNode() throws {
+        try callRidesOut("SIGKILL") { self.cluster.kill(node: $0) }
+    }
+
+    /// The same through a rolling restart's step: the node is drained with SIGTERM.
+    func testACallRidesOutTheDrainOfItsSignalingNode() throws {
+        try callRidesOut("SIGTERM") { self.cluster.nodes[$0].process.terminate() }
+    }
+
+    private func callRidesOut(_ what: String, stopping stop: (Int) -> Void) throws {
         cluster = try ServiceCluster(nodes: 3)
         let balancer = try XCTUnwrap(cluster.balancerURL).absoluteString
         let veil = try ServiceCluster.Workspace.veil
@@ -172,8 +181,10 @@ final class SharedRoomsTests: XCTestCase {
                                                  "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"],
                                      directory: cluster.workspace.directory, environment: ["DISPLAY": "", "PULSE_SERVER": ""])
         }
+        func statistics(_ child: ServiceCluster.Child) -> [[String: Any]] { child.events.filter { $0["event"] as? String == "statistics" } }
+        /// What `child` received from `peer` in each statistics round after the first `count` rounds.
         func flowing(_ child: ServiceCluster.Child, from peer: String, after count: Int = 0) -> [(fps: Double, audio: Double)] {
-            child.events.filter { $0["event"] as? String == "statistics" }.dropFirst(count).compactMap { event in
+            statistics(child).dropFirst(count).compactMap { event in
                 guard let entry = (event["peers"] as? [[String: Any]])?.first(where: { $0["user"] as? String == peer }) else { return nil }
                 return ((entry["expressionFramesPerSecond"] as? Double) ?? 0, (entry["audioBitrateIn"] as? Double) ?? 0)
             }
@@ -189,11 +200,11 @@ final class SharedRoomsTests: XCTestCase {
         XCTAssertTrue(up(alice, "bob"), alice.text)
         XCTAssertTrue(up(bob, "alice"), bob.text)
         let dead = try XCTUnwrap(cluster.node(ofJoin: "alice", room: "r"))
-        let (aliceBefore, bobBefore) = (flowing(alice, from: "bob").count, flowing(bob, from: "alice").count)
+        let (aliceBefore, bobBefore) = (statistics(alice).count, statistics(bob).count)
         let killed = Date()
-        cluster.kill(node: try XCTUnwrap(Int(dead.dropFirst("node".count))) - 1)
+        stop(try XCTUnwrap(Int(dead.dropFirst("node".count))) - 1)
         XCTAssertTrue(alice.wait(timeout: 15) { $0.contains(#""resumed":true"#) }, "alice did not resume her seat: \(alice.text.suffix(2000))")
-        print(String(format: "SIGKILL of %@ (alice's signaling): alice resumed through %@ after %.2f s",
+        print(String(format: "%@ to %@ (alice's signaling): alice resumed through %@ after %.2f s", what,
                      dead, cluster.node(ofJoin: "alice", room: "r", after: dead) ?? "?", Date().timeIntervalSince(killed)))
         // Eight more seconds of the call (four statistics rounds at each end).
         Thread.sleep(forTimeInterval: 8)
@@ -202,7 +213,7 @@ final class SharedRoomsTests: XCTestCase {
         let shown = { (rounds: [(fps: Double, audio: Double)]) in
             rounds.map { String(format: "%.1f frames/s %.1f kbit/s", $0.fps, $0.audio / 1000) }.joined(separator: ", ")
         }
-        print("received after the kill (every 2 s): alice from bob \(shown(aliceAfter)); bob from alice \(shown(bobAfter))")
+        print("received after the \(what) (every 2 s): alice from bob \(shown(aliceAfter)); bob from alice \(shown(bobAfter))")
         XCTAssertGreaterThanOrEqual(aliceAfter.count, 3)
         XCTAssertGreaterThanOrEqual(bobAfter.count, 3)
         for (fps, audio) in aliceAfter + bobAfter {
