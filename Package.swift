@@ -29,8 +29,17 @@ let package = Package(
         // libcrypto (OpenSSL, which GStreamer's DTLS elements use): each call's own DTLS certificate,
         // and the room server's TLS certificate and key read and matched before it listens.
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        // C shim: typed wrappers for GObject's variadic calls (g_signal_emit_by_name, g_object_get/set).
-        .target(name: "CVeilGLib", dependencies: ["CGStreamer"]),
+        // GLib, GObject and GIO without GStreamer: the room server's event loop, sockets and TLS
+        // (VeilServerTests reads the graph: the server links no media code).
+        .systemLibrary(name: "CGLib", pkgConfig: "glib-2.0 gobject-2.0 gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        // C shims for what Swift cannot call: GObject's variadic g_object_get/set (GLib alone), and
+        // webrtcbin's action signals through the variadic g_signal_emit_by_name (GStreamer).
+        .target(name: "CVeilGLib", dependencies: ["CGLib"]),
+        .target(name: "CVeilWebRTC", dependencies: ["CGStreamer"]),
+        // hiredis, the Redis client through which several `veil serve` nodes share rooms; its GLib
+        // adapter (static functions in a header) compiled once in a shim of its own.
+        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        .target(name: "CVeilRedis", dependencies: ["CHiredis", "CGLib"]),
         .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // Xlib: the window `veil call --out window` draws in, which Veil keeps on top in its compact mode.
         .systemLibrary(name: "CX11", pkgConfig: "x11", providers: [.apt(["libx11-dev"])]),
@@ -72,12 +81,13 @@ let package = Package(
         // on it (`veil call --camera/--video`: a file played in real time, looped).
         .target(name: "VeilCameraSource", dependencies: ["VeilExpressionSource", "VeilTracking", "VeilMedia", "VeilVision", "VeilConsole", "VeilCore"]),
         // GLib main loop on its own thread, GObject signal bridging, GError → Swift errors.
-        .target(name: "VeilGLib", dependencies: ["CGStreamer", "CVeilGLib"]),
+        .target(name: "VeilGLib", dependencies: ["CGLib"]),
         // The room server: HTTP + WebSocket signaling (libsoup), rooms, tokens.
         // TLS through GLib's backend (glib-networking); libcrypto checks the key matches the certificate.
-        .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "COpenSSL"]),
+        // Several nodes share rooms through Redis (hiredis, on the server's GLib loop).
+        .target(name: "VeilServer", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGLib", "COpenSSL", "CHiredis", "CVeilRedis"]),
         // Calls: WebRTC peers on webrtcbin (Opus + expression data channel), sessions, statistics.
-        .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "CVeilGLib", "COpenSSL"]),
+        .target(name: "VeilCall", dependencies: ["VeilCore", "VeilGLib", "CSoup", "CGStreamer", "CVeilGLib", "CVeilWebRTC", "COpenSSL"]),
         // Talking-face clips with ground truth: piecewise-affine warping of a real photo.
         .target(name: "VeilSynth", dependencies: ["VeilCore", "VeilVision", "VeilTracking"]),
         // The re-identification experiment's recorder (`make privacy`): measuring equipment, not Veil.
@@ -96,9 +106,9 @@ let package = Package(
                                          "VeilConsole", "VeilBench", "VeilInterop", "VeilInteropNetwork",
                                          "VeilExpressionSource", "VeilCameraSource"]),
 
-        .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGStreamer"]),
-        .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGStreamer", "VeilTestSupport"]),
-        .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia", "VeilServer", "VeilBench"]),
+        .testTarget(name: "VeilGLibTests", dependencies: ["VeilGLib", "CGLib"]),
+        .testTarget(name: "VeilServerTests", dependencies: ["VeilServer", "VeilCore", "VeilGLib", "CSoup", "CGLib", "VeilTestSupport"]),
+        .testTarget(name: "VeilCallTests", dependencies: ["VeilCall", "VeilCore", "VeilGLib", "VeilMedia", "VeilServer", "VeilBench", "VeilTestSupport"]),
         .testTarget(name: "VeilCoreTests", dependencies: ["VeilCore", "VeilVision"]),
         .testTarget(name: "VeilRenderTests", dependencies: ["VeilRender", "VeilCairo", "VeilCore", "VeilVision"]),
         .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilVision", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),
@@ -106,7 +116,8 @@ let package = Package(
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore", "VeilVision"]),
         .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision", "VeilInterop"]),
         // python/: the independent OSC implementation (python-osc) the tests check Veil against.
-        // What several test targets share: a certificate authority made with openssl, python-osc's peer, test expressions.
+        // What several test targets share: a certificate authority made with openssl, python-osc's peer, test expressions,
+        // the package graph as SwiftPM reads it.
         .target(name: "VeilTestSupport", dependencies: ["VeilCore"], path: "Tests/VeilTestSupport"),
         .testTarget(name: "VeilInteropTests", dependencies: ["VeilInterop", "VeilCore", "VeilTestSupport"], exclude: ["python"]),
         .testTarget(name: "VeilDatagramTests", dependencies: ["VeilDatagram"]),

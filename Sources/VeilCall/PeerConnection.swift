@@ -1,5 +1,6 @@
 import CGStreamer
 import CVeilGLib
+import CVeilWebRTC
 import Dispatch
 import Foundation
 import Synchronization

@@ -227,6 +227,9 @@ public struct SignalingErrorCode: RawRepresentable, Hashable, Sendable, CustomSt
     /// The connection does not read what the server sends it, so the server's queue for it grew
     /// beyond its limit or stopped draining; it is closed.
     public static let slowConsumer = Self(rawValue: "slow_consumer")
+    /// The server cannot reach the service that shares rooms between its nodes, so it admits
+    /// nobody rather than split a room; try again shortly (another node may take the join).
+    public static let serviceUnavailable = Self(rawValue: "service_unavailable")
 }
 
 /// A signaling failure with its protocol code: a message that cannot be decoded, or a request the
@@ -271,4 +274,6 @@ public struct WebSocketCloseCode: RawRepresentable, Hashable, Sendable, CustomSt
     /// 4003: the server is full (`server_full`): try again later. (Not RFC 6455's 1013, which
     /// libsoup 3.2 refuses as a close code.)
     public static let serverFull = Self(rawValue: 4003)
+    /// 4004: the server cannot admit anyone now (`service_unavailable`): reconnect, maybe to another node.
+    public static let serviceUnavailable = Self(rawValue: 4004)
 }

@@ -1,4 +1,4 @@
-import CGStreamer
+import CGLib
 import Foundation
 import Synchronization
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-import CGStreamer
+import CGLib
 
 /// A GLib event source (a socket's or a stream's readiness, a timeout) attached to the calling
 /// thread's default main context and dispatching to a Swift closure until the closure returns

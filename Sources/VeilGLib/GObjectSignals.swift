@@ -1,4 +1,4 @@
-import CGStreamer
+import CGLib
 import Foundation
 
 /// A Swift value carried through a C `gpointer user_data`, released by GLib's destroy notify.

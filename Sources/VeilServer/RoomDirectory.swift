@@ -243,6 +243,8 @@ public struct RoomDirectory: Sendable {
         case tick
         /// The server stops: everyone is disconnected.
         case shutdown
+        /// The broker that shares rooms with other nodes reports something (see `RoomBroker`).
+        case broker(RoomBrokerEvent)
     }
 
     /// What to do.
@@ -257,14 +259,23 @@ public struct RoomDirectory: Sendable {
         case abort(ConnectionID)
         /// Write a log line.
         case log(RoomActivity)
+        /// Hand a command to the broker that shares rooms with other nodes (only when `brokered`).
+        case broker(RoomBrokerCommand)
     }
 
     /// A member of a room.
     struct Participant: Equatable, Sendable {
         var user: String
-        var connection: ConnectionID?  // nil while held after a drop
+        var connection: ConnectionID?  // nil while held after a drop, or on another node
         var muted = false
         var heldSince: TimeInterval?   // last sign of life before the drop
+        var node: String?              // the node they are on, when not this one (brokered)
+    }
+
+    /// A join waiting for the broker's answer.
+    struct Admission: Equatable, Sendable {
+        var room: String
+        var user: String
     }
 
     struct Connection: Equatable, Sendable {
@@ -278,6 +289,7 @@ public struct RoomDirectory: Sendable {
         var bytesReceived: UInt64 = 0  // at the last transport reading
         var bytesAcknowledged: UInt64 = 0
         var stalledSince: TimeInterval? // backlog with no acknowledgement since then
+        var admission: Admission?      // a join the broker has not answered yet
 
         init(now: TimeInterval, configuration: Configuration) {
             lastSeen = now
@@ -320,21 +332,27 @@ public struct RoomDirectory: Sendable {
 
     /// The configuration in force.
     public let configuration: Configuration
+    /// Whether rooms are shared with other nodes through a `RoomBroker`: joins are admitted by the
+    /// broker (the room size holds across nodes), and participants of other nodes are mirrored in
+    /// the rooms this node has participants in.
+    public let brokered: Bool
     private let tokens: TokenAuthority
-    private var connections: [ConnectionID: Connection] = [:]
-    private var rooms: [String: [Participant]] = [:]   // in join order
+    var connections: [ConnectionID: Connection] = [:]
+    var rooms: [String: [Participant]] = [:]   // in join order
     private var lastTick: TimeInterval?               // the last tick (or the first event)
 
-    /// An empty directory admitting holders of tokens signed by `tokens`.
-    public init(configuration: Configuration = Configuration(), tokens: TokenAuthority) {
+    /// An empty directory admitting holders of tokens signed by `tokens`; `brokered` when it
+    /// shares its rooms with other nodes through a broker.
+    public init(configuration: Configuration = Configuration(), tokens: TokenAuthority, brokered: Bool = false) {
         self.configuration = configuration
         self.tokens = tokens
+        self.brokered = brokered
     }
 
-    /// Number of rooms with at least one participant.
+    /// Number of rooms with at least one participant on this node.
     public var roomCount: Int { rooms.count }
-    /// Number of participants in all rooms (held ones included).
-    public var participantCount: Int { rooms.values.reduce(0) { $0 + $1.count } }
+    /// Number of participants on this node in all rooms (held ones included).
+    public var participantCount: Int { rooms.values.reduce(0) { $0 + $1.count { $0.node == nil } } }
     /// Number of open connections, joined or not.
     public var connectionCount: Int { connections.count }
     /// Number of open connections not in a room.
@@ -404,12 +422,17 @@ public struct RoomDirectory: Sendable {
             return drop(connection, lastSignOfLife: now)
         case .tick:
             return tick(now: now)
+        case .broker(let event):
+            return handle(event, at: time)
         case .shutdown:
             let ids = connections.keys.sorted()
             connections.removeAll()
             rooms.removeAll()
             return ids.flatMap { id -> [Action] in
-                [.send(.error(code: .serverShutdown, message: "the server is shutting down"), to: id), .close(id, code: .goingAway)]
+                // With rooms shared between nodes, the seats stay in the broker for a while: a client
+                // that reconnects (the balancer sends it to another node) resumes its seat.
+                [.send(.error(code: .serverShutdown, message: brokered ? "this server is shutting down: reconnect, another node takes you back into your room"
+                                                                       : "the server is shutting down"), to: id), .close(id, code: .goingAway)]
             }
         }
     }
@@ -504,6 +527,7 @@ public struct RoomDirectory: Sendable {
             guard let index = rooms[room]?.firstIndex(where: { $0.user == user }), rooms[room]?[index].muted != muted else { return [] }
             rooms[room]?[index].muted = muted
             return broadcast(.muteChanged(user: user, muted: muted), in: room, except: user)
+                + (brokered ? [.broker(.mute(room: room, user: user, muted: muted))] : [])
         case .leave:
             connections[id]?.room = nil
             connections[id]?.resetAllowances(joined: false, now: time.monotonic, configuration: configuration)
@@ -516,7 +540,7 @@ public struct RoomDirectory: Sendable {
     }
 
     private mutating func join(room: String, user: String, token: String?, from id: ConnectionID, at time: SignalingTime) -> [Action] {
-        if let current = connections[id]?.room {
+        if let current = connections[id]?.room ?? connections[id]?.admission?.room {
             return [.send(.error(code: .alreadyJoined, message: "this connection is already in room \(current); send leave first"), to: id)]
         }
         do {
@@ -525,6 +549,11 @@ public struct RoomDirectory: Sendable {
             return refuse(id, room: room, user: user, code: error.code, message: error.message, close: .policyViolation)
         }
         var members = rooms[room] ?? []
+        if brokered, !members.contains(where: { $0.user == user && $0.node == nil }) {
+            // Only the broker knows every node's participants: it admits (or refuses) the join.
+            connections[id]?.admission = Admission(room: room, user: user)
+            return [.broker(.admit(room: room, user: user, connection: id, limit: configuration.maximumParticipants))]
+        }
         var actions: [Action] = []
         let resumed: Bool
         if let index = members.firstIndex(where: { $0.user == user }) {
@@ -574,6 +603,7 @@ public struct RoomDirectory: Sendable {
         if let sdp, let refusal = Self.refusal(of: sdp) {
             return [.send(.error(code: .videoNotAllowed, message: refusal), to: sender)]
         }
+        if let node = peer.node { return [.broker(.relay(room: room, to: target, node: node, message: message))] }
         guard let connection = peer.connection else { return [] } // held: they renegotiate when they resume
         return [.send(message, to: connection)]
     }
@@ -592,19 +622,26 @@ public struct RoomDirectory: Sendable {
 
     // MARK: - Membership changes
 
-    private func broadcast(_ message: ServerMessage, in room: String, except user: String) -> [Action] {
+    func broadcast(_ message: ServerMessage, in room: String, except user: String) -> [Action] {
         (rooms[room] ?? []).compactMap { member in
             guard member.user != user, let connection = member.connection else { return nil }
             return .send(message, to: connection)
         }
     }
 
-    private mutating func remove(user: String, from room: String, reason: LeaveReason, code: SignalingErrorCode? = nil) -> [Action] {
+    mutating func remove(user: String, from room: String, reason: LeaveReason, code: SignalingErrorCode? = nil) -> [Action] {
         guard var members = rooms[room], let index = members.firstIndex(where: { $0.user == user }) else { return [] }
+        let local = members[index].node == nil
         members.remove(at: index)
         rooms[room] = members.isEmpty ? nil : members
         let line: RoomActivity = if let code { .kicked(room: room, user: user, code: code) } else { .left(room: room, user: user, reason: reason) }
-        return broadcast(.participantLeft(user: user, reason: reason), in: room, except: user) + [.log(line)]
+        var actions = broadcast(.participantLeft(user: user, reason: reason), in: room, except: user) + [.log(line)]
+        if brokered {
+            if local { actions.append(.broker(.leave(room: room, user: user, reason: reason))) }
+            // Participants of other nodes are mirrored only while this node has some of its own there.
+            if !members.contains(where: { $0.node == nil }) { rooms[room] = nil }
+        }
+        return actions
     }
 
     private mutating func drop(_ connection: Connection, lastSignOfLife: TimeInterval) -> [Action] {

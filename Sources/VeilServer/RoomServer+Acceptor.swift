@@ -1,4 +1,4 @@
-internal import CGStreamer
+internal import CGLib
 internal import CSoup
 import Foundation
 import VeilGLib

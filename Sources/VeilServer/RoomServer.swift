@@ -1,4 +1,4 @@
-internal import CGStreamer
+internal import CGLib
 internal import CSoup
 import Foundation
 import Synchronization
@@ -47,14 +47,17 @@ public final class RoomServer: @unchecked Sendable {
         /// The certificate and key to serve TLS with (`https://`, `wss://`), or nil for plain
         /// `http://` and `ws://`. The TLS handshake counts towards `handshakeTimeout`.
         public var tls: ServerCertificate?
+        /// The Redis this node shares its rooms through with other nodes, or nil for a server
+        /// that holds its rooms alone.
+        public var redis: RedisBrokerConfiguration?
 
         /// A configuration; by default 127.0.0.1:7878, rooms of 8, no web directory, no TLS.
         public init(secret: ServerSecret, host: String = "127.0.0.1", port: Int = RoomServer.defaultPort,
                     rooms: RoomDirectory.Configuration = .init(), handshakeTimeout: TimeInterval = 10,
-                    webRoot: URL? = nil, tls: ServerCertificate? = nil,
+                    webRoot: URL? = nil, tls: ServerCertificate? = nil, redis: RedisBrokerConfiguration? = nil,
                     clock: @escaping @Sendable () -> SignalingTime = { SignalingTime.now() }) {
             self.secret = secret; self.host = host; self.port = port; self.rooms = rooms; self.clock = clock
-            self.handshakeTimeout = handshakeTimeout; self.webRoot = webRoot; self.tls = tls
+            self.handshakeTimeout = handshakeTimeout; self.webRoot = webRoot; self.tls = tls; self.redis = redis
         }
     }
 
@@ -226,6 +229,7 @@ final class ServerCore: @unchecked Sendable {
     private var server: UnsafeMutablePointer<SoupServer>?
     private var acceptor: ServerAcceptor?
     private var directory: RoomDirectory
+    private var broker: RoomBroker?
     private var peers: [ConnectionID: Peer] = [:]
     private var paused: Set<ConnectionID> = []
     private var closing: [ConnectionID: TimeInterval] = [:] // when a closing connection is cut
@@ -275,7 +279,8 @@ final class ServerCore: @unchecked Sendable {
         } catch {
             throw VeilError.invalidInput("cannot serve the web client: \(error)")
         }
-        directory = RoomDirectory(configuration: rooms, tokens: TokenAuthority(secret: configuration.secret))
+        directory = RoomDirectory(configuration: rooms, tokens: TokenAuthority(secret: configuration.secret),
+                                  brokered: configuration.redis != nil)
         startedAt = configuration.clock().monotonic
         budget = ReadBudget(rooms, now: startedAt)
 
@@ -321,6 +326,22 @@ final class ServerCore: @unchecked Sendable {
             soup_server_message_set_response(message, "application/json", SOUP_MEMORY_COPY, json, gsize(json.utf8.count))
         }, nil, nil)
 
+        // Rooms shared with other nodes: Redis must answer before the server listens.
+        if let redis = configuration.redis {
+            let clock = configuration.clock
+            let broker = RedisRoomBroker(configuration: redis, clock: { clock().monotonic }) { [weak self] note in
+                guard let self else { return }
+                self.emit(.broker(note), self.clock().date)
+            }
+            do {
+                try broker.start { [weak self] event in self?.feed(.broker(event)) }
+            } catch {
+                tearDown()
+                throw error
+            }
+            self.broker = broker
+        }
+
         // Veil listens and accepts itself, not through soup_server_listen (see ServerAcceptor).
         do {
             guard let server else { throw VeilError.io("the HTTP server is gone") }
@@ -356,7 +377,11 @@ final class ServerCore: @unchecked Sendable {
     }
 
     /// Ends every session; `drained` runs once all connections have closed (maybe never: the caller waits with a timeout).
+    /// The listening socket closes first, so that a client reconnecting at once (through a
+    /// balancer) does not land here again.
     func shutdown(drained: @escaping () -> Void) {
+        acceptor?.close()
+        acceptor = nil
         timer?.cancel()
         timer = nil
         whenDrained = drained
@@ -369,6 +394,8 @@ final class ServerCore: @unchecked Sendable {
     func tearDown() {
         timer?.cancel()
         timer = nil
+        broker?.stop()
+        broker = nil
         acceptor?.close()
         acceptor = nil
         whenDrained = nil
@@ -611,6 +638,8 @@ final class ServerCore: @unchecked Sendable {
             closed(id)
         case .log(let activity):
             if logThrottle.admit(activity, now: time.monotonic) { emit(.activity(activity), time.date) }
+        case .broker(let command):
+            broker?.perform(command)
         }
     }
 
@@ -624,6 +653,11 @@ final class ServerCore: @unchecked Sendable {
         switch path {
         case RoomServer.healthPath:
             let s = status()
+            // A node that cannot reach its broker admits nobody: a balancer's health check should pass it by.
+            if let problem = broker?.problem {
+                let reason = SignalingMessage.encode([problem]).dropFirst().dropLast()
+                return respond(message, status: 503, json: #"{"participants":\#(s.participants),"rooms":\#(s.rooms),"status":"unavailable","reason":\#(reason),"uptimeSeconds":\#(s.uptimeSeconds)}"#)
+            }
             respond(message, status: 200, json: #"{"participants":\#(s.participants),"rooms":\#(s.rooms),"status":"ok","uptimeSeconds":\#(s.uptimeSeconds)}"#)
         case RoomServer.webSocketPath:
             if method == "GET", upgrade(message) { return }

@@ -21,6 +21,9 @@ public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
         /// faster than the log takes them (`LogThrottle`): `lines` of `kind` (`refuse`, `close`)
         /// were held back over `seconds`, with these counts per error code.
         case heldBack(kind: String, lines: Int, codes: [String: Int], seconds: TimeInterval)
+        /// The broker that shares rooms between nodes reports something (Redis lost or back, a node
+        /// taken for dead).
+        case broker(String)
         /// The server stopped; the stream ends after this.
         case stopped
     }
@@ -39,6 +42,7 @@ public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
         case let .heldBack(kind, lines, codes, seconds):
             let counts = codes.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
             return "\(stamp) held-back kind=\(kind) lines=\(lines) seconds=\(String(format: "%.1f", seconds)) codes=\(counts)"
+        case .broker(let note): return "\(stamp) broker note=\"\(note)\""
         case .stopped: return "\(stamp) stop"
         }
     }

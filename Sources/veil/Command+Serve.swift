@@ -15,7 +15,10 @@ client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call
 --tls-cert and --tls-key all of it is served over TLS: https:// and wss:// (docs/deployment.md).
 Clients join a room with a token from `veil token`; the server relays their WebRTC offers, answers
 and ICE candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and
-mutes. Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM.
+mutes. Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM:
+the server stops accepting, tells its clients to reconnect (`server_shutdown`) and exits; with
+--redis their seats are held for 3 s, so clients reconnecting through a balancer resume on
+another node (a rolling restart, docs/deployment.md).
 
 OPTIONS:
   --host ADDRESS       IP address to listen on (default 127.0.0.1, this machine only;
@@ -42,6 +45,14 @@ OPTIONS:
   --tls-key FILE       The certificate's private key (PEM, unencrypted). Both files are checked
                        before the server listens: missing, unreadable, not PEM, or a key that is
                        not the certificate's ends `veil serve` with a message (exit 1)
+  --redis HOST:PORT    Share rooms with the other nodes using this Redis (several `veil serve`
+                       behind one address, e.g. haproxy: docs/deployment.md). Participants of one
+                       room may be on different nodes; the room size holds across them; a node
+                       that stops answering for 3 s has its participants leave their rooms
+                       (`timeout`). Every node needs the same secret. Redis must answer at start;
+                       while it cannot be reached, joins are refused (`service_unavailable`)
+  --node-id NAME       This node's name among the nodes sharing the Redis (A–Z a–z 0–9 . _ - @ + ~;
+                       default: the host name and process id). Two live nodes cannot share a name
 """, run: runServe)
 
 let tokenCommand = Command(name: "token", help: """
@@ -69,7 +80,7 @@ func loadSecret(_ args: Arguments, createIfMissing: Bool) throws -> (ServerSecre
 
 func runServe(_ argv: [String]) throws {
     let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server", "max-connections", "web",
-                                            "tls-cert", "tls-key"], booleans: [])
+                                            "tls-cert", "tls-key", "redis", "node-id"], booleans: [])
     guard args.positionals.isEmpty else { throw UsageError("serve takes no positional arguments") }
     let port = try args.int("port", default: RoomServer.defaultPort, range: 0...65535)
     let roomSize = try args.int("room-size", default: 8, range: 2...32)
@@ -79,6 +90,7 @@ func runServe(_ argv: [String]) throws {
     let (secret, source) = try loadSecret(args, createIfMissing: true)
     let web = try webDirectory(option: args.value("web"))
     let tls = try serverCertificate(certificate: args.value("tls-cert"), key: args.value("tls-key"))
+    let redis = try redisBroker(address: args.value("redis"), node: args.value("node-id"))
     // One descriptor per client: the usual soft limit of 1024 would refuse clients long before the CPU is busy.
     let files = OpenFileLimit.raiseToHard()
     if let problem = files.problem { Terminal.note("veil serve: open-file limit \(files.soft): \(problem)") }
@@ -91,7 +103,7 @@ func runServe(_ argv: [String]) throws {
     let server = RoomServer(configuration: .init(secret: secret, host: host, port: port,
                                                  rooms: .init(maximumParticipants: roomSize, iceServers: iceServers,
                                                               maximumConnections: maximumConnections),
-                                                 webRoot: web.directory, tls: tls))
+                                                 webRoot: web.directory, tls: tls, redis: redis))
     // Log lines go to stdout as they happen, from a task that ends with the event stream.
     let logged = DispatchSemaphore(value: 0)
     Task.detached {
@@ -100,6 +112,7 @@ func runServe(_ argv: [String]) throws {
     }
     let url = try server.start()
     Terminal.note("veil serve: secret from \(source)")
+    if let redis { Terminal.note("veil serve: node \(redis.node), sharing rooms through Redis at \(redis.host):\(redis.port)") }
     if let tls {
         Terminal.note("veil serve: TLS with the certificate for \(tls.subject)"
                       + (tls.notAfter.map { ", valid until \(ISO8601DateFormatter().string(from: $0))" } ?? ""))
@@ -123,6 +136,40 @@ func runServe(_ argv: [String]) throws {
     server.stop()
     _ = logged.wait(timeout: .now() + 2)
     sources.forEach { $0.cancel() }
+}
+
+/// `--redis HOST:PORT` and `--node-id NAME` (which needs `--redis`).
+func redisBroker(address: String?, node: String?) throws -> RedisBrokerConfiguration? {
+    guard let address else {
+        if node != nil { throw UsageError("--node-id names this node among those sharing a Redis: give --redis HOST:PORT too") }
+        return nil
+    }
+    // HOST:PORT, with an IPv6 address in brackets: [::1]:6379.
+    var host = Substring(address), port = Substring("")
+    if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+        port = host[host.index(after: close)...]
+        host = host[host.index(after: host.startIndex)..<close]
+        guard port.hasPrefix(":") else { throw UsageError("--redis must be HOST:PORT (e.g. 127.0.0.1:6379 or [::1]:6379), not \(address)") }
+        port = port.dropFirst()
+    } else if let colon = host.lastIndex(of: ":") {
+        port = host[host.index(after: colon)...]
+        host = host[..<colon]
+    }
+    guard !host.isEmpty, !host.contains(":") || address.hasPrefix("["), let number = Int(port), (1...65535).contains(number) else {
+        throw UsageError("--redis must be HOST:PORT (e.g. 127.0.0.1:6379 or [::1]:6379), not \(address)")
+    }
+    let name = node ?? defaultNodeName()
+    guard SignalingMessage.isValidName(name) else {
+        throw UsageError("--node-id must be 1–\(SignalingMessage.maxNameLength) characters of A–Z a–z 0–9 . _ - @ + ~, not \"\(name)\"")
+    }
+    return RedisBrokerConfiguration(host: String(host), port: number, node: name)
+}
+
+/// The host name and the process id: unique among the nodes of one machine, and readable in logs.
+func defaultNodeName() -> String {
+    let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "node"
+    let safe = String(host.unicodeScalars.filter { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_".unicodeScalars.contains($0)) }.prefix(48))
+    return (safe.isEmpty ? "node" : safe) + "-\(ProcessInfo.processInfo.processIdentifier)"
 }
 
 /// `--tls-cert` and `--tls-key`: both or neither; read and checked before the server listens.

@@ -1,4 +1,5 @@
 import Foundation
+import VeilTestSupport
 import XCTest
 
 /// The privacy invariant "no API in the call layer accepts an image". Structurally: pictures and
@@ -8,57 +9,14 @@ import XCTest
 /// or a picture's type. The call layer's inputs are `ExpressionFrame`s, audio samples and
 /// signaling text.
 final class CallLayerSurfaceTests: XCTestCase {
-    /// The package root, from this file's place in it.
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    /// Target name → the names of the targets and products it depends on, as SwiftPM reads
-    /// Package.swift (`swift package dump-package`, with a scratch directory of its own so that it
-    /// does not wait for the build this test runs in).
-    static func packageGraph() throws -> [String: [String]] {
-        let swift = ProcessInfo.processInfo.environment["SWIFT"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-            ?? ["/opt/swift/usr/bin/swift", "/usr/bin/swift", "/usr/local/bin/swift"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let swift else { throw XCTSkip("no swift executable to read the package graph with") }
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("veil-graph-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: scratch) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: swift)
-        process.arguments = ["package", "--package-path", root.path, "--scratch-path", scratch.path, "dump-package"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "swift package dump-package failed")
-        let manifest = try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
-        var graph: [String: [String]] = [:]
-        for target in try XCTUnwrap(manifest["targets"] as? [[String: Any]]) {
-            let name = try XCTUnwrap(target["name"] as? String)
-            graph[name] = (target["dependencies"] as? [[String: Any]] ?? []).compactMap { dependency in
-                // {"byName": [name, condition]}, {"target": [name, condition]}, {"product": [name, package, …]}
-                dependency.values.compactMap { ($0 as? [Any])?.first as? String }.first
-            }
-        }
-        return graph
-    }
-
-    /// Every target `start` depends on, directly or not.
-    static func closure(of start: String, in graph: [String: [String]]) -> Set<String> {
-        var seen = Set<String>(), stack = graph[start] ?? []
-        while let next = stack.popLast() {
-            if seen.insert(next).inserted { stack += graph[next] ?? [] }
-        }
-        return seen
-    }
+    static let root = PackageGraph.root
 
     /// The targets that see pictures or faces: `VeilVision` and every target that depends on it.
-    static func seeing(in graph: [String: [String]]) -> Set<String> {
-        Set(graph.keys.filter { $0 == "VeilVision" || closure(of: $0, in: graph).contains("VeilVision") })
-    }
+    static func seeing(in graph: PackageGraph) -> Set<String> { graph.dependents(of: "VeilVision") }
 
     func testTheCallLayerCannotReachPicturesOrFaces() throws {
-        let graph = try Self.packageGraph()
-        let call = Self.closure(of: "VeilCall", in: graph)
+        let graph = try PackageGraph.read()
+        let call = graph.closure(of: "VeilCall")
         let seeing = Self.seeing(in: graph)
         print("VeilCall depends on \(call.sorted()); the targets that see pictures or faces: \(seeing.sorted())")
         XCTAssertNotNil(graph["VeilCall"], "no VeilCall target in the package graph")
@@ -88,8 +46,8 @@ final class CallLayerSurfaceTests: XCTestCase {
     /// in through a target that reaches nothing but Veil's core, the protocols' codecs and UDP
     /// sockets: no tracker runtime, no GStreamer, nothing that holds a picture.
     func testTheInteropFaceSourceReachesOnlyTheCoreCodecsAndSockets() throws {
-        let graph = try Self.packageGraph()
-        XCTAssertEqual(Self.closure(of: "VeilInteropNetwork", in: graph), ["VeilInterop", "VeilDatagram", "VeilCore", "VeilExpressionSource"])
+        let graph = try PackageGraph.read()
+        XCTAssertEqual(graph.closure(of: "VeilInteropNetwork"), ["VeilInterop", "VeilDatagram", "VeilCore", "VeilExpressionSource"])
     }
 
     /// The seam every expression source plugs into links nothing beyond Veil's core: no tracker
@@ -97,23 +55,23 @@ final class CallLayerSurfaceTests: XCTestCase {
     /// beside it (the camera's reaches the tracker; `--face`'s does not), and the call layer reaches
     /// none of them.
     func testExpressionSourcesPlugIntoATargetThatLinksNothing() throws {
-        let graph = try Self.packageGraph()
+        let graph = try PackageGraph.read()
         XCTAssertEqual(graph["VeilExpressionSource"], ["VeilCore"])
         XCTAssertEqual(graph["VeilCore"], [])
-        XCTAssertEqual(Self.closure(of: "VeilExpressionSource", in: graph), ["VeilCore"])
+        XCTAssertEqual(graph.closure(of: "VeilExpressionSource"), ["VeilCore"])
         for source in ["VeilInteropNetwork", "VeilCameraSource"] {
             XCTAssertTrue(graph[source]?.contains("VeilExpressionSource") ?? false, "\(source) does not plug into VeilExpressionSource")
         }
-        XCTAssertTrue(Self.closure(of: "VeilCameraSource", in: graph).contains("VeilTracking"))
-        XCTAssertFalse(Self.closure(of: "VeilInteropNetwork", in: graph).contains("VeilTracking"))
-        let call = Self.closure(of: "VeilCall", in: graph)
+        XCTAssertTrue(graph.closure(of: "VeilCameraSource").contains("VeilTracking"))
+        XCTAssertFalse(graph.closure(of: "VeilInteropNetwork").contains("VeilTracking"))
+        let call = graph.closure(of: "VeilCall")
         XCTAssertTrue(call.isDisjoint(with: ["VeilExpressionSource", "VeilCameraSource", "VeilInteropNetwork"]))
     }
 
     func testAPathToTheFacesIsFound() {
-        let graph = ["VeilCall": ["VeilCore", "VeilGLib"], "VeilGLib": ["Helpers"], "Helpers": ["VeilMedia"],
-                     "VeilMedia": ["VeilVision", "VeilCore"], "VeilVision": ["VeilCore"], "VeilCore": []]
-        let call = Self.closure(of: "VeilCall", in: graph)
+        let graph = PackageGraph(["VeilCall": ["VeilCore", "VeilGLib"], "VeilGLib": ["Helpers"], "Helpers": ["VeilMedia"],
+                                  "VeilMedia": ["VeilVision", "VeilCore"], "VeilVision": ["VeilCore"], "VeilCore": []])
+        let call = graph.closure(of: "VeilCall")
         XCTAssertEqual(call, ["VeilCore", "VeilGLib", "Helpers", "VeilMedia", "VeilVision"])
         XCTAssertEqual(Self.seeing(in: graph), ["VeilVision", "VeilMedia", "Helpers", "VeilGLib", "VeilCall"])
         XCTAssertFalse(call.isDisjoint(with: Self.seeing(in: graph)))

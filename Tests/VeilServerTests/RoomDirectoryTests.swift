@@ -490,6 +490,8 @@ final class RoomDirectoryTests: XCTestCase {
                         XCTAssertFalse(open.contains(cut), "seed \(seed) step \(step): abort before close \(cut)")
                     case .log:
                         break
+                    case .broker(let command):
+                        XCTFail("seed \(seed) step \(step): a directory without a broker asked one: \(command)")
                     }
                 }
                 for (connection, view) in views {

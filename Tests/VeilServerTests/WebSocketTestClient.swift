@@ -1,4 +1,4 @@
-import CGStreamer
+import CGLib
 import CSoup
 import Foundation
 import Synchronization
