@@ -11,7 +11,7 @@ import VeilConsole
 struct PeerTracking: Codable {
     /// One tracker: how fast, how often it found the face, how close its landmarks came.
     struct Row: Codable {
-        /// Stable key: `veil`, `veil-two-model`, `dlib`, `mediapipe`, `mediapipe-refined`.
+        /// Stable key: `veil`, `veil-attention`, `dlib`, `mediapipe`, `mediapipe-refined`.
         var id: String
         var name: String
         /// Versions and build, as the tracker reported them.
@@ -62,7 +62,7 @@ extension Benchmark {
     /// CPU 0, and puts Veil's own figures (`veil`, measured before on the same clips) beside them.
     /// Never throws: a peer that is missing or fails gets a row that says why.
     func comparePeers(_ clips: [Clip], veil: BenchReport.Tracking, tracker: MediaPipeFaceTracker,
-                      twoModel: BenchReport.Tracking? = nil) -> PeerTracking {
+                      attention: BenchReport.Tracking? = nil) -> PeerTracking {
         var runner = PeerRunner(size: size, warmUpFrames: warmUpFrames, pin: pin, quiet: quiet)
         defer { runner.removeInputs() }
         var result = PeerTracking(clips: clips.map(\.photo), framesPerClip: framesPerClip, warmUpFrames: warmUpFrames,
@@ -78,9 +78,8 @@ extension Benchmark {
             result.stillsUnavailable = "\(error)"
         }
 
-        var veilRow = PeerTracking.Row(id: "veil", name: "Veil (MediaPipe's attention mesh on LiteRT, Swift)",
-                                       detail: "`MediaPipeFaceTracker.track`: detection when needed, `face_landmark_with_attention` "
-                                           + "(478 points) with Veil's custom operations",
+        var veilRow = PeerTracking.Row(id: "veil", name: "Veil (MediaPipe's models on LiteRT, Swift)",
+                                       detail: "`MediaPipeFaceTracker.track`: detection when needed, face mesh, iris",
                                        frames: veil.frames, trackedFrames: veil.trackedFrames,
                                        milliseconds: veil.tracker, timesVeil: 1)
         veilRow.stills = stills.map { still in
@@ -90,18 +89,18 @@ extension Benchmark {
                                 facesFound: mesh == nil ? 0 : 1)
         }
         result.rows.append(veilRow)
-        if let twoModel {
+        if let attention {
             var options = MediaPipeFaceTracker.Options()
-            options.attentionMesh = false
-            let twoModelTracker = try? MediaPipeFaceTracker(options: options)
-            var row = PeerTracking.Row(id: "veil-two-model", name: "Veil, mesh + iris (three models; `attentionMesh = false`)",
-                                       detail: "`MediaPipeFaceTracker.track` without the attention mesh: detection when needed, "
-                                           + "the 468-point mesh, then the iris model on each eye",
-                                       frames: twoModel.frames, trackedFrames: twoModel.trackedFrames,
-                                       milliseconds: twoModel.tracker, timesVeil: 1)
-            if veil.tracker.p50 > 0 { row.timesVeil = BenchReport.rounded(twoModel.tracker.p50 / veil.tracker.p50) }
+            options.attentionMesh = true
+            let attentionTracker = try? MediaPipeFaceTracker(options: options)
+            var row = PeerTracking.Row(id: "veil-attention", name: "Veil, attention mesh (478 points, one model, Swift kernels)",
+                                       detail: "`MediaPipeFaceTracker.track` with `attentionMesh`: detection when needed, "
+                                           + "`face_landmark_with_attention` with Veil's custom operations",
+                                       frames: attention.frames, trackedFrames: attention.trackedFrames,
+                                       milliseconds: attention.tracker, timesVeil: 1)
+            if veil.tracker.p50 > 0 { row.timesVeil = BenchReport.rounded(attention.tracker.p50 / veil.tracker.p50) }
             row.stills = stills.map { still in
-                let mesh = (try? twoModelTracker?.landmarks(inStill: still.image))??.mesh
+                let mesh = (try? attentionTracker?.landmarks(inStill: still.image))??.mesh
                 return still.result(error: mesh.flatMap { IBUG68.normalizedError(mesh: $0, truth: still.truth) },
                                     facesFound: mesh == nil ? 0 : 1)
             }

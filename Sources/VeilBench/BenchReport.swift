@@ -338,8 +338,8 @@ public struct BenchReport: Codable {
         lines.append(row("frame → wire bytes", t.total, bold: true))
         lines.append(row("tracker", t.tracker))
         lines.append(row("├ face detection¹", t.detection))
-        lines.append(row("├ face mesh (crop + model\(t.iris.p50 > 0 ? "" : ", irises included"))", t.landmarks))
-        if t.iris.p50 > 0 { lines.append(row("├ iris, both eyes (crops + model)", t.iris)) }
+        lines.append(row("├ face mesh (crop + model)", t.landmarks))
+        lines.append(row("├ iris, both eyes (crops + model)", t.iris))
         lines.append(row("└ rest (mesh → landmarks, next region)", t.trackerOther))
         lines.append(row("expression estimator", t.estimator))
         lines.append(row("wire encoding", t.encode))
@@ -677,15 +677,15 @@ extension BenchReport {
         var lines = ["## Tracking by frame size and pipeline, one core (p50 ms)", ""]
         lines.append("The same clips as above, each frame letterboxed into the size first (not timed). The attention mesh is MediaPipe's "
                      + "`face_landmark_with_attention` (what `refine_landmarks=True` runs): one model for 478 points, whose lips, eyelids "
-                     + "and irises are refined inside it by three custom operations Veil registers with LiteRT; it is Veil's default. "
-                     + "The two-model pipeline is the 468-point mesh, then the iris model on each eye. Crops are cut from the whole frame; "
+                     + "and irises are refined inside it by three custom operations Veil registers with LiteRT. The two-model pipeline "
+                     + "is Veil's default: the 468-point mesh, then the iris model on each eye. Crops are cut from the whole frame; "
                      + "model is the landmark and iris time less crops and custom operations.")
         lines.append("")
         lines.append("| frame | pipeline | frame → wire bytes | tracker | detection | crops | models | custom operations | rest | estimator | tracked |")
         lines.append("|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         var rows = sized
-        if rows.first(where: { $0.attentionMesh && $0.width == width && $0.height == height }) == nil {
-            rows.insert(SizedTracking(width: width, height: height, attentionMesh: true, tracking: tracking), at: 0)
+        if rows.first(where: { !$0.attentionMesh && $0.width == width && $0.height == height }) == nil {
+            rows.insert(SizedTracking(width: width, height: height, attentionMesh: false, tracking: tracking), at: 0)
         }
         for row in rows {
             let t = row.tracking

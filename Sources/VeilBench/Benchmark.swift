@@ -67,8 +67,8 @@ public struct Benchmark {
         }
         // Each peer is its own process, pinned with taskset; started after the CPU set is restored.
         if measurePeers {
-            let twoModel = report.trackingBySize?.first { !$0.attentionMesh && $0.width == size.width && $0.height == size.height }
-            report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker, twoModel: twoModel?.tracking)
+            let attention = report.trackingBySize?.first { $0.attentionMesh && $0.width == size.width && $0.height == size.height }
+            report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker, attention: attention?.tracking)
         }
 
         if measureBandwidth {
@@ -195,14 +195,13 @@ public struct Benchmark {
         return timing.shown
     }
 
-    /// The two-model pipeline (the 468-point mesh, then the iris model on each eye: the baseline the
-    /// attention mesh replaced), and at camera sizes the default attention mesh too, on the same
-    /// clips, each frame letterboxed into 640×480, 1280×720 and 1920×1080 before it is timed: the
-    /// crops are cut from the whole frame, so only detection should see the frame's size.
+    /// The attention mesh's tracker (and at camera sizes the default one too) on the same clips, each
+    /// frame letterboxed into 640×480, 1280×720 and 1920×1080 before it is timed: the crops are cut
+    /// from the whole frame, so only detection should see the frame's size.
     private func measureTrackingBySize(_ clips: [Clip]) throws -> [BenchReport.SizedTracking] {
         var results: [BenchReport.SizedTracking] = []
         for (width, height) in [(size.width, size.height), (1280, 720), (1920, 1080)] {
-            for attention in [true, false] where !attention || width != size.width {
+            for attention in [true, false] where attention || width != size.width {
                 var options = MediaPipeFaceTracker.Options()
                 options.attentionMesh = attention
                 let tracker = try MediaPipeFaceTracker(options: options)

@@ -134,7 +134,8 @@ public final class MediaPipeFaceTracker: FaceTracking {
             framesSinceSeen = framesSinceSeen == .max ? .max : framesSinceSeen + 1
             return result
         }
-        region = Self.stabilized(Self.region(following: mesh), previous: trackedRegion ? region : nil)
+        region = Self.stabilized(Self.region(following: mesh), previous: trackedRegion ? region : nil,
+                                 tolerance: Self.regionTolerance(attentionMesh: options.attentionMesh))
         var left: Point2?, right: Point2?
         if options.iris, options.attentionMesh {
             // 468 is the iris centre on the image's left (the person's right eye), 473 the other.
@@ -214,23 +215,23 @@ public final class MediaPipeFaceTracker: FaceTracking {
         return found.max { $0.box.area < $1.box.area }
     }
 
-    /// Keeps the previous region while the new one differs from it by less than `regionTolerance`
-    /// of its size (and half a degree): the mesh model's output depends on its crop, so a region
-    /// that follows its own small wobbles makes a still face jitter (`RegionStabilityTests`).
+    /// Keeps the previous region while the new one differs from it by less than the tolerance of
+    /// its size (and half a degree): the mesh model's output depends on its crop, so a region that
+    /// follows its own small wobbles makes a still face jitter (`RegionStabilityTests`).
     /// The tolerance is also how far the crop of the same face may sit depending on what came
     /// before, and the attention mesh's refined lips move with the crop: on takeo's smile its mouth
     /// corners ranged over 0.067 inter-eye distances as the crop moved within ±1.2 % (the
     /// 468-point mesh's over 0.022), so that a smile held after talking read half as strong as the
     /// same smile while talking, and `PrivacyTests` lost it. With 0.4–0.9 % it is kept, and a
     /// still face behind camera noise moves as little as with 1.2 %.
-    static let regionTolerance: Float = 0.006
+    static func regionTolerance(attentionMesh: Bool) -> Float { attentionMesh ? 0.006 : 0.012 }
 
-    static func stabilized(_ new: RotatedRect, previous: RotatedRect?) -> RotatedRect {
+    static func stabilized(_ new: RotatedRect, previous: RotatedRect?, tolerance: Float) -> RotatedRect {
         guard let previous else { return new }
         let moved = simd_distance(new.center, previous.center) / previous.size
         let resized = abs(new.size - previous.size) / previous.size
         let turned = abs(new.rotation - previous.rotation)
-        return moved < regionTolerance && resized < regionTolerance && turned < 0.5 * .pi / 180 ? previous : new
+        return moved < tolerance && resized < tolerance && turned < 0.5 * .pi / 180 ? previous : new
     }
 
     /// Faces of ~40 px in a 640×480 frame are too small even for the full-range model on the whole

@@ -30,6 +30,8 @@ struct Recorder {
     var seed: UInt64 = 19
     var workers = 2
     var quiet = false
+    /// Track with the attention mesh (`MediaPipeFaceTracker.Options.attentionMesh`).
+    var attentionMesh = false
 
     static let streamWidth = BlendShape.allCases.count + 6
     /// The script's actions, in the order of a truth row.
@@ -52,7 +54,9 @@ struct Recorder {
         let photos = try people.map { try ImageIO.load($0.photo) }
         DispatchQueue.concurrentPerform(iterations: max(1, workers)) { _ in
             let tracker: MediaPipeFaceTracker
-            do { tracker = try MediaPipeFaceTracker() } catch {
+            var options = MediaPipeFaceTracker.Options()
+            options.attentionMesh = attentionMesh
+            do { tracker = try MediaPipeFaceTracker(options: options) } catch {
                 failure.withLock { $0 = $0 ?? "the face tracker could not start: \(error)" }
                 return
             }

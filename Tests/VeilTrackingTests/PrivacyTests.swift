@@ -69,7 +69,19 @@ final class PrivacyTests: XCTestCase {
     /// making another one (so a renderer that ignored its input, or a stream that carried the
     /// person, would fail).
     func testTheAvatarShowsWhatWasDoneNotWhoDidIt() throws {
-        let tracker = try MediaPipeFaceTracker()
+        try avatarShowsWhatWasDone(attentionMesh: false)
+    }
+
+    /// The same with the attention mesh, whose refined lips move with the crop: with the region
+    /// kept within 1.2 % (`MediaPipeFaceTracker.regionTolerance`) takeo's held smile was lost.
+    func testTheAvatarShowsWhatWasDoneNotWhoDidItWithTheAttentionMesh() throws {
+        try avatarShowsWhatWasDone(attentionMesh: true)
+    }
+
+    func avatarShowsWhatWasDone(attentionMesh: Bool) throws {
+        var options = MediaPipeFaceTracker.Options()
+        options.attentionMesh = attentionMesh
+        let tracker = try MediaPipeFaceTracker(options: options)
         let people = ["takeo.ppm", "lenna.png", "astronaut.png"]
         // The held channel, and how far the filter must send it (its canonical strength is 0.7–0.8).
         let expressions: [(name: String, state: ScriptState, shape: BlendShape)] = [
