@@ -54,8 +54,10 @@ public final class MediaPipeFaceTracker: FaceTracking {
         /// it, with the iris model on each eye.
         public var iris = true
         /// Run MediaPipe's attention mesh (478 points: lips, eyelids and irises refined inside one
-        /// model) instead of the 468-point mesh and the iris model on each eye.
-        public var attentionMesh = true
+        /// model) instead of the 468-point mesh and the iris model on each eye. Not the default yet:
+        /// with it the re-identification tests find the filtered stream more identifying
+        /// (docs/attention-mesh.md).
+        public var attentionMesh = false
         /// When the short-range detector finds nothing, try the full-range one (small, distant faces).
         public var fullRangeFallback = true
         /// Frames after a loss during which only the lost face's neighbourhood may be re-acquired.
