@@ -59,10 +59,10 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
     let originX: Float = region.center.x + c * sx0 + s * half - 0.5
     let originY: Float = region.center.y + s * sx0 - c * half - 0.5
     let origin = Point2(originX, originY)
-    // The word read at column x spans x and the two pixels after it, so the fast path stops two
-    // pixels short of the right edge (and one short of the bottom: it reads rows y and y + 1).
-    // There floor(p) is the truncation of a non-negative p: no libm call per pixel.
-    let fastX = Float(w - 2), fastY = Float(h - 1)
+    // Inside [0, w − 1) × [0, h − 1) all four neighbours exist, and floor(p) is the truncation of a
+    // non-negative p: no libm call per pixel. The 8-byte word read at column x spans x and the two
+    // pixels after it, so the word-wise path stops one pixel sooner.
+    let lastX = Float(w - 1), lastY = Float(h - 1), wordX = Float(w - 2)
     let stride = w * 3
     let weights = BilinearWeights(scale: scale, offset: offset)
     let count = tensor.count
@@ -74,8 +74,12 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
             var p = origin + rowStep * Float(row)
             for _ in 0..<side {
                 // The fast path stores four floats; the fourth is overwritten by the next pixel.
-                if p.x >= 0, p.y >= 0, p.x < fastX, p.y < fastY, o &+ 4 <= count {
-                    bilinear(raw, stride: stride, at: p, weights: weights, into: out + o)
+                if p.x >= 0, p.y >= 0, p.x < lastX, p.y < lastY {
+                    if p.x < wordX, o &+ 4 <= count {
+                        bilinear(raw, stride: stride, at: p, weights: weights, into: out + o)
+                    } else {
+                        bilinearByChannel(raw, stride: stride, at: p, weights: weights, into: out + o)
+                    }
                 } else {
                     let fx = p.x.rounded(.down), fy = p.y.rounded(.down)
                     let ax = p.x - fx, ay = p.y - fy
@@ -98,45 +102,49 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
     }
 }
 
-/// What `bilinear` maps a sample's 0…255 value through, held in the form it uses.
+/// What `bilinear` maps a sample's 0…255 value through.
 struct BilinearWeights {
     var scale: Float
     var offset: Float
-    /// Horizontal weights in fixed point: 14 fractional bits (an error below 255 / 2¹⁴ of a level).
-    static let fixedOne: Int32 = 1 << 14
 }
 
 #if arch(x86_64)
-/// SSE2 (every x86-64 processor has it): each of the two rows' (left, right) pixel pairs is spread
-/// into 16-bit lanes as (R, R′, G, G′, B, B′) and weighted with one multiply-add (`pmaddwd`) in
-/// fixed point; the two rows are then blended in floating point. Writes four floats at `out`.
+/// SSE2 (every x86-64 processor has it): the three channels of a pixel and of its right neighbour
+/// are read as one 8-byte word per row and widened into float lanes (R, G, B, –), and each lane
+/// runs the very operations of the per-channel form below, in the same order, so the crop is the
+/// same to the bit. Writes four floats at `out`.
 @inline(__always)
 func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: BilinearWeights,
               into out: UnsafeMutablePointer<Float>) {
-    let position = _mm_setr_ps(p.x, p.y, 0, 0)
-    let whole = _mm_cvttps_epi32(position)
-    let fraction = _mm_sub_ps(position, _mm_cvtepi32_ps(whole))
-    let xy = unsafeBitCast(whole, to: SIMD4<Int32>.self)
-    let at = Int(truncatingIfNeeded: xy[1]) &* stride &+ Int(truncatingIfNeeded: xy[0]) &* 3
-    let one = BilinearWeights.fixedOne
-    let right = unsafeBitCast(_mm_cvttps_epi32(_mm_mul_ps(fraction, _mm_set1_ps(Float(one)))), to: SIMD4<Int32>.self)[0]
-    let pairWeights = _mm_set1_epi32((right << 16) | (one - right))
+    let ix = Int(truncatingIfNeeded: Int32(p.x)), iy = Int(truncatingIfNeeded: Int32(p.y))
+    let ax = _mm_set1_ps(p.x - Float(ix)), ay = _mm_set1_ps(p.y - Float(iy))
+    let at = iy &* stride &+ ix &* 3
+    let zero = _mm_setzero_si128()
+    @inline(__always) func floats(_ word: Int64) -> __m128 {
+        _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi64_si128(word), zero), zero))
+    }
     @inline(__always) func row(_ offset: Int) -> __m128 {
         let word = Int64(bitPattern: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-        let pairs = _mm_unpacklo_epi8(_mm_unpacklo_epi8(_mm_cvtsi64_si128(word), _mm_cvtsi64_si128(word >> 24)),
-                                      _mm_setzero_si128())
-        return _mm_cvtepi32_ps(_mm_madd_epi16(pairs, pairWeights))
+        let left = floats(word), right = floats(word >> 24)
+        return _mm_add_ps(left, _mm_mul_ps(_mm_sub_ps(right, left), ax))
     }
     let top = row(at), bottom = row(at &+ stride)
-    let blended = _mm_add_ps(top, _mm_mul_ps(_mm_sub_ps(bottom, top), _mm_set1_ps(fraction[1])))
-    let scale = weights.scale / Float(one)
-    _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(blended, _mm_set1_ps(scale)), _mm_set1_ps(weights.offset)))
+    let blended = _mm_add_ps(top, _mm_mul_ps(_mm_sub_ps(bottom, top), ay))
+    _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(blended, _mm_set1_ps(weights.scale)), _mm_set1_ps(weights.offset)))
 }
 #else
-/// Portable form of the same sample: the four neighbours, channel by channel.
+/// Elsewhere, the per-channel form.
 @inline(__always)
 func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: BilinearWeights,
               into out: UnsafeMutablePointer<Float>) {
+    bilinearByChannel(raw, stride: stride, at: p, weights: weights, into: out)
+}
+#endif
+
+/// The sample at `p` (all four neighbours inside the image), channel by channel: three floats at `out`.
+@inline(__always)
+func bilinearByChannel(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: BilinearWeights,
+                       into out: UnsafeMutablePointer<Float>) {
     let ix = Int(p.x), iy = Int(p.y)
     let ax = p.x - Float(ix), ay = p.y - Float(iy)
     let top = raw.assumingMemoryBound(to: UInt8.self) + (iy &* stride &+ ix &* 3), bottom = top + stride
@@ -146,4 +154,3 @@ func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: Bilin
         out[ch] = (upper + (lower - upper) * ay) * weights.scale + weights.offset
     }
 }
-#endif

@@ -88,4 +88,26 @@ final class ImageSamplerTests: XCTestCase {
         let expected = Self.reference(image, 38.5, 38.5, 2) / 255
         XCTAssertEqual(Double(tensor[side * side * 3 - 1]), expected, accuracy: 0.1 / 255)
     }
+
+    /// The word-wise sample (SSE2 on x86-64) runs the per-channel form's operations lane by lane,
+    /// so it gives the same floats to the bit: the models see exactly what they saw before.
+    func testTheWordWiseSampleIsTheSameToTheBitAsThePerChannelOne() {
+        let image = Self.noise(width: 97, height: 61)
+        var state: UInt32 = 7
+        func unit() -> Float { state ^= state << 13; state ^= state >> 17; state ^= state << 5; return Float(state % 1_000_000) / 1_000_000 }
+        var differing = 0
+        image.pixels.withUnsafeBufferPointer { px in
+            let raw = UnsafeRawPointer(px.baseAddress!)
+            var a = [Float](repeating: 0, count: 4), b = [Float](repeating: 0, count: 4)
+            for _ in 0..<20_000 {
+                let p = Point2(unit() * Float(image.width - 2), unit() * Float(image.height - 1))
+                for weights in [BilinearWeights(scale: 1 / 255, offset: 0), BilinearWeights(scale: 2 / 255, offset: -1)] {
+                    bilinear(raw, stride: image.width * 3, at: p, weights: weights, into: &a)
+                    bilinearByChannel(raw, stride: image.width * 3, at: p, weights: weights, into: &b)
+                    if (0..<3).contains(where: { a[$0].bitPattern != b[$0].bitPattern }) { differing += 1 }
+                }
+            }
+        }
+        XCTAssertEqual(differing, 0, "samples that differ from the per-channel form")
+    }
 }
