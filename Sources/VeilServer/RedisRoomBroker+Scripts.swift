@@ -21,6 +21,11 @@ extension RedisRoomBroker {
       local at = string.find(value, separator, 1, true)
       return string.sub(value, 1, at - 1), string.sub(value, at + 1)
     end
+    -- Whether `user`'s seat in the room at `key` is `node`'s.
+    local function seated_on(key, user, node)
+      local current = redis.call('HGET', key, user)
+      return current and split(current, '|') == node
+    end
     -- Publishes message to every node with a participant in the room, except `except`.
     local function notify(key, except, message)
       local text = cjson.encode(message)
@@ -89,8 +94,7 @@ extension RedisRoomBroker {
     static let leave = prelude + #"""
     local room, user, node, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
     local key = 'veil:room:' .. room
-    local current = redis.call('HGET', key, user)
-    if not current or split(current, '|') ~= node then return 0 end
+    if not seated_on(key, user, node) then return 0 end
     redis.call('HDEL', key, user)
     redis.call('SREM', 'veil:members:' .. node, room .. ' ' .. user)
     notify(key, node, {t = 'left', room = room, user = user, reason = reason})
@@ -101,8 +105,7 @@ extension RedisRoomBroker {
     static let mute = prelude + #"""
     local room, user, node, muted = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
     local key = 'veil:room:' .. room
-    local current = redis.call('HGET', key, user)
-    if not current or split(current, '|') ~= node then return 0 end
+    if not seated_on(key, user, node) then return 0 end
     redis.call('HSET', key, user, node .. '|' .. muted)
     notify(key, node, {t = 'muted', room = room, user = user, muted = muted == '1'})
     return 1

@@ -11,10 +11,14 @@ protocol LandmarkModel: AnyObject {
     /// Of the last run: how long cutting the crop out of the frame took, and custom operations (ms).
     var lastCropMilliseconds: Double { get }
     var lastCustomOperationMilliseconds: Double { get }
+    /// How far (a fraction of its size) the face may move before the tracker moves the region this
+    /// model reads (`MediaPipeFaceTracker.stabilized`).
+    var regionTolerance: Float { get }
 }
 
 extension LandmarkModel {
     var lastCustomOperationMilliseconds: Double { 0 }
+    var regionTolerance: Float { 0.012 }
 }
 
 extension InferenceModel {
@@ -126,6 +130,8 @@ final class IrisModel {
 /// depth of its eye's 16 lid points.
 final class AttentionMeshModel: LandmarkModel {
     static let side = 192
+    /// Its refined lips move with the crop more than the 468-point mesh does (see `stabilized`).
+    let regionTolerance: Float = 0.006
     static let pointCount = 478
     private(set) var lastCropMilliseconds = 0.0
     var lastCustomOperationMilliseconds: Double { kernels.lastInferenceMilliseconds }

@@ -137,7 +137,7 @@ public final class MediaPipeFaceTracker: FaceTracking {
             return result
         }
         region = Self.stabilized(Self.region(following: mesh), previous: trackedRegion ? region : nil,
-                                 tolerance: Self.regionTolerance(attentionMesh: options.attentionMesh))
+                                 tolerance: meshModel.regionTolerance)
         var left: Point2?, right: Point2?
         if options.iris, options.attentionMesh {
             // 468 is the iris centre on the image's left (the person's right eye), 473 the other.
@@ -225,8 +225,7 @@ public final class MediaPipeFaceTracker: FaceTracking {
     /// corners ranged over 0.067 inter-eye distances as the crop moved within ±1.2 % (the
     /// 468-point mesh's over 0.022), so that a smile held after talking read half as strong as the
     /// same smile while talking, and `PrivacyTests` lost it. With 0.4–0.9 % it is kept, and a
-    /// still face behind camera noise moves as little as with 1.2 %.
-    static func regionTolerance(attentionMesh: Bool) -> Float { attentionMesh ? 0.006 : 0.012 }
+    /// still face behind camera noise moves as little as with 1.2 % (`LandmarkModel.regionTolerance`).
 
     static func stabilized(_ new: RotatedRect, previous: RotatedRect?, tolerance: Float) -> RotatedRect {
         guard let previous else { return new }

@@ -64,7 +64,6 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
     // pixels after it, so the word-wise path stops one pixel sooner.
     let lastX = Float(w - 1), lastY = Float(h - 1), wordX = Float(w - 2)
     let stride = w * 3
-    let weights = BilinearWeights(scale: scale, offset: offset)
     let count = tensor.count
     image.pixels.withUnsafeBufferPointer { px in
         guard let base = px.baseAddress, let out = tensor.baseAddress else { return }
@@ -76,9 +75,9 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
                 // The fast path stores four floats; the fourth is overwritten by the next pixel.
                 if p.x >= 0, p.y >= 0, p.x < lastX, p.y < lastY {
                     if p.x < wordX, o &+ 4 <= count {
-                        bilinear(raw, stride: stride, at: p, weights: weights, into: out + o)
+                        bilinear(raw, stride: stride, at: p, scale: scale, offset: offset, into: out + o)
                     } else {
-                        bilinearByChannel(raw, stride: stride, at: p, weights: weights, into: out + o)
+                        bilinearByChannel(raw, stride: stride, at: p, scale: scale, offset: offset, into: out + o)
                     }
                 } else {
                     let fx = p.x.rounded(.down), fy = p.y.rounded(.down)
@@ -102,19 +101,13 @@ func sample(_ image: RGBImage, region: RotatedRect, into tensor: UnsafeMutableBu
     }
 }
 
-/// What `bilinear` maps a sample's 0…255 value through.
-struct BilinearWeights {
-    var scale: Float
-    var offset: Float
-}
-
 #if arch(x86_64)
 /// SSE2 (every x86-64 processor has it): the three channels of a pixel and of its right neighbour
 /// are read as one 8-byte word per row and widened into float lanes (R, G, B, –), and each lane
 /// runs the very operations of the per-channel form below, in the same order, so the crop is the
 /// same to the bit. Writes four floats at `out`.
 @inline(__always)
-func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: BilinearWeights,
+func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, scale: Float, offset: Float,
               into out: UnsafeMutablePointer<Float>) {
     let ix = Int(truncatingIfNeeded: Int32(p.x)), iy = Int(truncatingIfNeeded: Int32(p.y))
     let ax = _mm_set1_ps(p.x - Float(ix)), ay = _mm_set1_ps(p.y - Float(iy))
@@ -130,20 +123,20 @@ func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: Bilin
     }
     let top = row(at), bottom = row(at &+ stride)
     let blended = _mm_add_ps(top, _mm_mul_ps(_mm_sub_ps(bottom, top), ay))
-    _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(blended, _mm_set1_ps(weights.scale)), _mm_set1_ps(weights.offset)))
+    _mm_storeu_ps(out, _mm_add_ps(_mm_mul_ps(blended, _mm_set1_ps(scale)), _mm_set1_ps(offset)))
 }
 #else
 /// Elsewhere, the per-channel form.
 @inline(__always)
-func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: BilinearWeights,
+func bilinear(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, scale: Float, offset: Float,
               into out: UnsafeMutablePointer<Float>) {
-    bilinearByChannel(raw, stride: stride, at: p, weights: weights, into: out)
+    bilinearByChannel(raw, stride: stride, at: p, scale: scale, offset: offset, into: out)
 }
 #endif
 
 /// The sample at `p` (all four neighbours inside the image), channel by channel: three floats at `out`.
 @inline(__always)
-func bilinearByChannel(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weights: BilinearWeights,
+func bilinearByChannel(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, scale: Float, offset: Float,
                        into out: UnsafeMutablePointer<Float>) {
     let ix = Int(p.x), iy = Int(p.y)
     let ax = p.x - Float(ix), ay = p.y - Float(iy)
@@ -151,6 +144,6 @@ func bilinearByChannel(_ raw: UnsafeRawPointer, stride: Int, at p: Point2, weigh
     for ch in 0..<3 {
         let upper = Float(top[ch]) + (Float(top[ch + 3]) - Float(top[ch])) * ax
         let lower = Float(bottom[ch]) + (Float(bottom[ch + 3]) - Float(bottom[ch])) * ax
-        out[ch] = (upper + (lower - upper) * ay) * weights.scale + weights.offset
+        out[ch] = (upper + (lower - upper) * ay) * scale + offset
     }
 }

@@ -101,9 +101,9 @@ final class ImageSamplerTests: XCTestCase {
             var a = [Float](repeating: 0, count: 4), b = [Float](repeating: 0, count: 4)
             for _ in 0..<20_000 {
                 let p = Point2(unit() * Float(image.width - 2), unit() * Float(image.height - 1))
-                for weights in [BilinearWeights(scale: 1 / 255, offset: 0), BilinearWeights(scale: 2 / 255, offset: -1)] {
-                    bilinear(raw, stride: image.width * 3, at: p, weights: weights, into: &a)
-                    bilinearByChannel(raw, stride: image.width * 3, at: p, weights: weights, into: &b)
+                for (scale, offset): (Float, Float) in [(1 / 255, 0), (2 / 255, -1)] {
+                    bilinear(raw, stride: image.width * 3, at: p, scale: scale, offset: offset, into: &a)
+                    bilinearByChannel(raw, stride: image.width * 3, at: p, scale: scale, offset: offset, into: &b)
                     if (0..<3).contains(where: { a[$0].bitPattern != b[$0].bitPattern }) { differing += 1 }
                 }
             }

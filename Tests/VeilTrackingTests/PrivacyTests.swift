@@ -73,7 +73,7 @@ final class PrivacyTests: XCTestCase {
     }
 
     /// The same with the attention mesh, whose refined lips move with the crop: with the region
-    /// kept within 1.2 % (`MediaPipeFaceTracker.regionTolerance`) takeo's held smile was lost.
+    /// kept within 1.2 % (`LandmarkModel.regionTolerance`) takeo's held smile was lost.
     func testTheAvatarShowsWhatWasDoneNotWhoDidItWithTheAttentionMesh() throws {
         try avatarShowsWhatWasDone(attentionMesh: true)
     }

@@ -5,7 +5,7 @@ import VeilSynth
 @testable import VeilTracking
 
 /// The region the mesh model reads is kept while the face moves less than
-/// `MediaPipeFaceTracker.regionTolerance` of it. Too tight, and the crop follows the model's own
+/// `LandmarkModel.regionTolerance` of it. Too tight, and the crop follows the model's own
 /// wobbles and a still face jitters; too loose, and a held smile reads differently depending on
 /// where the crop was left by what came before (`PrivacyTests` loses takeo's at 1.2 % with the
 /// attention mesh). Both pipelines.
