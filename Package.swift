@@ -114,7 +114,7 @@ let package = Package(
         .testTarget(name: "VeilTrackingTests", dependencies: ["VeilTracking", "VeilCore", "VeilVision", "VeilMedia", "VeilSynth", "VeilRender", "VeilCairo"]),
         .testTarget(name: "VeilSynthTests", dependencies: ["VeilSynth", "VeilCore", "VeilVision", "VeilMedia", "VeilTracking"]),
         .testTarget(name: "VeilMediaTests", dependencies: ["VeilMedia", "VeilCore", "VeilVision"]),
-        .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision", "VeilInterop"]),
+        .testTarget(name: "VeilBenchTests", dependencies: ["VeilBench", "VeilCore", "VeilVision", "VeilInterop", "VeilConsole"]),
         // python/: the independent OSC implementation (python-osc) the tests check Veil against.
         // What several test targets share: a certificate authority made with openssl, python-osc's peer, test expressions,
         // the package graph as SwiftPM reads it.

@@ -377,6 +377,62 @@ final class LoadDriver: @unchecked Sendable {
         var unexpectedCloses: Int
     }
 
+    /// One offer or answer of the relay phase, timed from `send` to its arrival at the other client.
+    struct RelaySample {
+        /// Seats (indices into `seats`) of the sender and the receiver.
+        var from: Int
+        var to: Int
+        var isAnswer: Bool
+        var milliseconds: Double
+        /// When it arrived (monotonic milliseconds).
+        var received: Double
+    }
+
+    /// What the relay phase did.
+    struct RelayResult {
+        var finished = false
+        var offersSent = 0
+        var answersSent = 0
+        /// Pairs not tried: one of the two was not joined.
+        var skipped = 0
+        var samples: [RelaySample] = []
+        /// `error` messages the clients got meanwhile, by code.
+        var errors: [String: Int] = [:]
+        /// First offer due → last arrival.
+        var seconds = 0.0
+    }
+
+    /// The relay phase in progress (on the loop).
+    private struct Relay {
+        var pairs: [(from: Int, to: Int)]
+        var offersPerSecond: Double
+        var sdp: String
+        var started: Double
+        var done: DispatchSemaphore
+        var timer: GLibTimer?
+        var next = 0
+        var offersSent = 0
+        var answersSent = 0
+        var skipped = 0
+        /// Send times of the offers and answers on their way, by `key(sender, receiver)`.
+        var offers: [Int: Double] = [:]
+        var answers: [Int: Double] = [:]
+        var samples: [RelaySample] = []
+        var errors: [String: Int] = [:]
+
+        static func key(_ sender: Int, _ receiver: Int) -> Int { sender << 32 | receiver }
+
+        mutating func arrived(_ sample: RelaySample) {
+            samples.append(sample)
+            checkDone()
+        }
+
+        /// Signals `done` once every pair was tried and every offer and answer sent has arrived.
+        func checkDone() {
+            if next == pairs.count, offers.isEmpty, answers.isEmpty, samples.count == offersSent + answersSent { done.signal() }
+        }
+    }
+
     private enum Phase { case waiting, connecting, joining, joined, leaving, closed, failed }
 
     private struct Client {
@@ -409,6 +465,7 @@ final class LoadDriver: @unchecked Sendable {
     private var ticks = 0
     private var rampDone: DispatchSemaphore?
     private var leaveDone: DispatchSemaphore?
+    private var relay: Relay?
 
     init(url: URL, seats: [Seat], maximumInFlight: Int, joinTimeout: TimeInterval) {
         self.url = url
@@ -462,7 +519,11 @@ final class LoadDriver: @unchecked Sendable {
 
     /// Every joined client sends `leave` at once; waits until every remaining member has been told
     /// about every leaver, or `timeout` passes.
-    func leaveAll(timeout: TimeInterval) -> LeaveResult {
+    ///
+    /// With `quietPeriod`, it stops waiting as soon as no notice has come for that long: members
+    /// on different nodes who leave at the same moment may each be gone before the other's leave
+    /// reaches them, so fewer notices than one per pair can be all there is.
+    func leaveAll(timeout: TimeInterval, quietPeriod: TimeInterval? = nil) -> LeaveResult {
         let done = DispatchSemaphore(value: 0)
         let leaves = (try? loop.sync { [self] () -> Int in
             leftExpected = pairsPerRoom()
@@ -477,7 +538,17 @@ final class LoadDriver: @unchecked Sendable {
             if leftFanOut.count >= leftExpected { done.signal() }
             return leaves
         }) ?? 0
-        _ = done.wait(timeout: .now() + timeout)
+        if let quietPeriod {
+            let deadline = DispatchTime.now() + timeout
+            while done.wait(timeout: .now() + 0.1) == .timedOut, DispatchTime.now() < deadline {
+                let quiet = (try? loop.sync { [self] in
+                    monotonicMilliseconds() - max(lastLeftReceived, clients.map(\.leaveSent).max() ?? 0)
+                }) ?? 0
+                if quiet > quietPeriod * 1000 { break }
+            }
+        } else {
+            _ = done.wait(timeout: .now() + timeout)
+        }
         return (try? loop.sync { [self] in
             leaveDone = nil
             let first = clients.map(\.leaveSent).filter { $0 > 0 }.min() ?? 0
@@ -485,6 +556,33 @@ final class LoadDriver: @unchecked Sendable {
                                expected: leftExpected, received: leftFanOut.count, fanOutMilliseconds: leftFanOut,
                                unexpectedCloses: unexpectedCloses)
         }) ?? LeaveResult(leaves: leaves, seconds: 0, expected: 0, received: 0, fanOutMilliseconds: [], unexpectedCloses: 0)
+    }
+
+    /// Every pair's first member sends the second an offer, paced at `offersPerSecond`; the second
+    /// answers it as soon as it arrives, as a call's peers do. Waits until every offer and answer
+    /// has arrived, or `timeout` passes. Pairs name seats (indices into `seats`); a pair whose
+    /// sender is not joined is skipped.
+    func relay(_ pairs: [(from: Int, to: Int)], offersPerSecond: Double, sdp: String, timeout: TimeInterval) -> RelayResult {
+        let done = DispatchSemaphore(value: 0)
+        try? loop.sync { [self] in
+            relay = Relay(pairs: pairs, offersPerSecond: max(1, offersPerSecond), sdp: sdp, started: monotonicMilliseconds(), done: done)
+            if pairs.isEmpty { done.signal() }
+            relay?.timer = loop.every(milliseconds: 10) { [weak self] in self?.sendOffers() ?? false }
+        }
+        let finished = done.wait(timeout: .now() + timeout) == .success
+        return (try? loop.sync { [self] () -> RelayResult in
+            defer { relay?.timer?.cancel(); relay = nil }
+            guard let relay else { return RelayResult() }
+            let last = relay.samples.map(\.received).max() ?? relay.started
+            return RelayResult(finished: finished, offersSent: relay.offersSent, answersSent: relay.answersSent,
+                               skipped: relay.skipped, samples: relay.samples, errors: relay.errors,
+                               seconds: (last - relay.started) / 1000)
+        }) ?? RelayResult()
+    }
+
+    /// The seats (indices into `seats`) that are joined now.
+    func joinedSeats() -> [Int] {
+        (try? loop.sync { [self] in clients.indices.filter { clients[$0].phase == .joined } }) ?? []
     }
 
     /// Closes every client's WebSocket (close code 1000).
@@ -565,12 +663,25 @@ final class LoadDriver: @unchecked Sendable {
             settle()
         case .participantJoined(let user, _):
             if let other = seatOfUser[user], clients[other].joinSent > 0 { joinedFanOut.append(now - clients[other].joinSent) }
+        case .offer(let user, _):
+            guard let from = seatOfUser[user], let sent = relay?.offers.removeValue(forKey: Relay.key(from, index)) else { return }
+            // The answer is on its way before the offer counts as arrived, so the phase cannot end between them.
+            if let sdp = relay?.sdp, clients[index].phase == .joined {
+                relay?.answers[Relay.key(index, from)] = monotonicMilliseconds()
+                relay?.answersSent += 1
+                clients[index].connection?.send(SignalingMessage.encode(ClientMessage.answer(to: user, sdp: sdp)))
+            }
+            relay?.arrived(RelaySample(from: from, to: index, isAnswer: false, milliseconds: now - sent, received: now))
+        case .answer(let user, _):
+            guard let from = seatOfUser[user], let sent = relay?.answers.removeValue(forKey: Relay.key(from, index)) else { return }
+            relay?.arrived(RelaySample(from: from, to: index, isAnswer: true, milliseconds: now - sent, received: now))
         case .participantLeft(let user, _):
             guard let other = seatOfUser[user], clients[other].leaveSent > 0 else { return }
             leftFanOut.append(now - clients[other].leaveSent)
             lastLeftReceived = now
             if leftFanOut.count >= leftExpected { leaveDone?.signal() }
         case .error(let code, _):
+            if relay != nil { relay?.errors[code.rawValue, default: 0] += 1 }
             if clients[index].phase == .connecting || clients[index].phase == .joining {
                 fail(index, "refused: \(code)")
             } else {
@@ -606,6 +717,28 @@ final class LoadDriver: @unchecked Sendable {
         openMore()
     }
 
+    /// Offers due by now at the relay's pace, from the next pairs.
+    private func sendOffers() -> Bool {
+        guard var state = relay else { return false }
+        let now = monotonicMilliseconds()
+        let due = min(state.pairs.count, Int(((now - state.started) / 1000 * state.offersPerSecond).rounded(.up)))
+        while state.next < due {
+            let pair = state.pairs[state.next]
+            state.next += 1
+            guard clients.indices.contains(pair.from), clients.indices.contains(pair.to),
+                  clients[pair.from].phase == .joined, clients[pair.to].phase == .joined else {
+                state.skipped += 1
+                continue
+            }
+            state.offers[Relay.key(pair.from, pair.to)] = monotonicMilliseconds()
+            state.offersSent += 1
+            clients[pair.from].connection?.send(SignalingMessage.encode(ClientMessage.offer(to: seats[pair.to].user, sdp: state.sdp)))
+        }
+        relay = state
+        relay?.checkDone()
+        return state.next < state.pairs.count
+    }
+
     /// Every 100 ms: a tenth of the open clients ping (so each pings once a second, as the
     /// protocol asks), and joins past their deadline fail.
     private func tick() -> Bool {
@@ -635,67 +768,62 @@ final class LoadDriver: @unchecked Sendable {
 /// `@unchecked Sendable`: what the output threads see is guarded by `log`; the rest is set in `start`
 /// and used from the benchmark's thread only.
 final class ServeProcess: @unchecked Sendable {
-    private let process: Process
-    private let exited = DispatchSemaphore(value: 0)
-    private let log = LogBox()
-    private var stopped: String?
+    private let child: ChildProcess
+    private let log: LogBox
     /// The server's WebSocket URL, from its `listen` log line.
     private(set) var webSocketURL = URL(fileURLWithPath: "/")
-    private var port = 0
+    private(set) var port = 0
 
     /// What the server's output said, filled in by the threads that drain its pipes.
     private final class LogBox: Sendable {
         struct State {
             var url: URL?
             var counts: [String: Int] = [:]
+            /// `room user` of every `join` line.
+            var joins: Set<String> = []
             var stderrTail = ""
         }
         let state = Mutex(State())
     }
 
-    private init(process: Process) { self.process = process }
+    private init(child: ChildProcess, log: LogBox) {
+        self.child = child
+        self.log = log
+    }
 
-    deinit { _ = stop() }
-
-    /// Starts `executable serve --port 0 --room-size N` and waits (up to 10 s) for its `listen` line.
-    static func start(executable: URL, roomSize: Int, secret: ServerSecret) throws -> ServeProcess {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--room-size", "\(roomSize)"]
-        var environment = ProcessInfo.processInfo.environment
-        environment[ServerSecret.environmentVariable] = secret.hexText
-        process.environment = environment
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        let child = ServeProcess(process: process)
+    /// Starts `executable serve --host 127.0.0.1 --port 0 --room-size N arguments` and waits (up
+    /// to 10 s) for its `listen` line.
+    static func start(executable: URL, roomSize: Int, secret: ServerSecret, arguments: [String] = [],
+                      name: String = "serve") throws -> ServeProcess {
+        let log = LogBox()
         let listening = DispatchSemaphore(value: 0)
-        let exited = child.exited
-        process.terminationHandler = { _ in exited.signal() }
-        do { try process.run() } catch {
-            throw VeilError.io("cannot start \(executable.path) serve: \(error.localizedDescription)")
-        }
-        // Drain both pipes on threads of their own (blocking reads), or the server would block on a full pipe.
-        let log = child.log
-        Self.drain(output.fileHandleForReading, name: "veil-bench-serve-out") { line in
-            let words = line.split(separator: " ")
-            guard words.count >= 2 else { return }
-            let kind = String(words[1])
-            log.state.withLock { state in
-                state.counts[kind, default: 0] += 1
-                if kind == "listen", let text = words.first(where: { $0.hasPrefix("url=") })?.dropFirst(4) {
-                    state.url = URL(string: String(text))
-                    listening.signal()
+        let child = try ChildProcess(
+            name: name, executable: executable,
+            arguments: ["serve", "--host", "127.0.0.1", "--port", "0", "--room-size", "\(roomSize)"] + arguments,
+            environment: [ServerSecret.environmentVariable: secret.hexText],
+            line: { stream, line in
+                guard stream == .output else {
+                    log.state.withLock { $0.stderrTail = String(($0.stderrTail + line + "\n").suffix(2000)) }
+                    return
                 }
-            }
-        } ended: {
-            listening.signal() // it exited before listening: stop waiting
-        }
-        Self.drain(errors.fileHandleForReading, name: "veil-bench-serve-err") { line in
-            log.state.withLock { $0.stderrTail = String(($0.stderrTail + line + "\n").suffix(2000)) }
-        } ended: {}
-
+                // `2025-01-01T12:00:00.000Z join room=r user=u participants=2`
+                let words = line.split(separator: " ")
+                guard words.count >= 2 else { return }
+                let kind = String(words[1])
+                log.state.withLock { state in
+                    state.counts[kind, default: 0] += 1
+                    if kind == "join", let room = words.first(where: { $0.hasPrefix("room=") })?.dropFirst(5),
+                       let user = words.first(where: { $0.hasPrefix("user=") })?.dropFirst(5) {
+                        state.joins.insert("\(room) \(user)")
+                    }
+                    if kind == "listen", let text = words.first(where: { $0.hasPrefix("url=") })?.dropFirst(4) {
+                        state.url = URL(string: String(text))
+                        listening.signal()
+                    }
+                }
+            },
+            ended: { listening.signal() }) // it exited before listening: stop waiting
+        let server = ServeProcess(child: child, log: log)
         let ready = listening.wait(timeout: .now() + 10) == .success
         guard ready, let url = log.state.withLock({ $0.url }), let port = url.port else {
             let tail = log.state.withLock { $0.stderrTail }.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -703,127 +831,43 @@ final class ServeProcess: @unchecked Sendable {
             throw VeilError.io("`veil serve` did not report a listening URL" + (ready ? "" : " within 10 s")
                                + (tail.isEmpty ? "" : ": \(tail)"))
         }
-        child.webSocketURL = url
-        child.port = port
-        return child
+        server.webSocketURL = url
+        server.port = port
+        return server
     }
 
-    /// Reads `handle` line by line on a thread of its own until end of file.
-    private static func drain(_ handle: FileHandle, name: String, line: @escaping @Sendable (String) -> Void,
-                              ended: @escaping @Sendable () -> Void) {
-        let fd = handle.fileDescriptor
-        let thread = Thread {
-            withExtendedLifetime(handle) {
-                var pending: [UInt8] = []
-                var buffer = [UInt8](repeating: 0, count: 65536)
-                while true {
-                    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                    if count < 0 && errno == EINTR { continue }
-                    guard count > 0 else { break }
-                    pending.append(contentsOf: buffer[0..<count])
-                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                        line(String(decoding: pending[..<newline], as: UTF8.self))
-                        pending.removeSubrange(...newline)
-                    }
-                }
-                if !pending.isEmpty { line(String(decoding: pending, as: UTF8.self)) }
-                ended()
-            }
-        }
-        thread.name = name
-        thread.start()
-    }
-
-    var isRunning: Bool { process.isRunning }
-    private var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { child.isRunning }
+    var pid: Int32 { child.pid }
 
     /// Ends the server (SIGTERM, then SIGKILL after 5 s) and says how it ended; safe to call again.
     @discardableResult
-    func stop() -> String {
-        if let stopped { return stopped }
-        var how: String
-        if process.isRunning {
-            process.terminate()
-            if exited.wait(timeout: .now() + 5) == .timedOut {
-                kill(pid, SIGKILL)
-                _ = exited.wait(timeout: .now() + 2)
-                how = "killed (no exit within 5 s of SIGTERM)"
-            } else {
-                how = Self.describe(process)
-            }
-        } else if process.processIdentifier != 0 {
-            _ = exited.wait(timeout: .now() + 2)
-            how = "had already ended: " + Self.describe(process)
-        } else {
-            how = "never started"
-        }
-        stopped = how
-        return how
-    }
-
-    private static func describe(_ process: Process) -> String {
-        guard !process.isRunning else { return "still running" }
-        switch process.terminationReason {
-        case .exit: return process.terminationStatus == 0 ? "clean" : "exit status \(process.terminationStatus)"
-        case .uncaughtSignal: return "killed by signal \(process.terminationStatus)"
-        @unknown default: return "ended"
-        }
-    }
+    func stop() -> String { child.stop() }
 
     /// The server's log lines so far, counted by kind.
     func logCounts() -> [String: Int] { log.state.withLock { $0.counts } }
 
+    /// Whether the server's log says `user` joined `room` on it.
+    func logged(join user: String, room: String) -> Bool { log.state.withLock { $0.joins.contains("\(room) \(user)") } }
+
     /// VmRSS in KiB.
-    func residentKiB() -> Int? { statusField("VmRSS:") }
+    func residentKiB() -> Int? { child.residentKiB() }
 
     /// The number of threads.
-    func threads() -> Int? { statusField("Threads:") }
+    func threads() -> Int? { child.threads() }
 
     /// Its open file descriptors (sockets included).
-    func openFileCount() -> Int? {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")).map(\.count)
-    }
+    func openFileCount() -> Int? { child.openFileCount() }
 
-    /// Waits (reading /proc every 20 ms: another process offers nothing to wait on) until the
-    /// server has at most `limit` descriptors open, or `timeout` passes; returns the last count.
+    /// Waits until the server has at most `limit` descriptors open, or `timeout` passes; returns the last count.
     func waitForOpenFiles(atMost limit: Int?, timeout: TimeInterval) -> Int? {
-        let deadline = Date().addingTimeInterval(timeout)
-        var count = openFileCount()
-        while let now = count, now > (limit ?? 0), Date() < deadline, isRunning {
-            Thread.sleep(forTimeInterval: 0.02)
-            count = openFileCount()
-        }
-        return count
-    }
-
-    private func statusField(_ name: String) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix(name) {
-            return line.dropFirst(name.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) }
-        }
-        return nil
+        child.waitForOpenFiles(atMost: limit, timeout: timeout)
     }
 
     /// User and system CPU seconds so far (empty when /proc cannot say).
-    func cpuSeconds() -> [Double] {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return [] }
-        // After "pid (comm)": state is field 3, utime 14 and stime 15.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return [] }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        return ticks > 0 ? [user / ticks, system / ticks] : []
-    }
+    func cpuSeconds() -> [Double] { child.cpuSeconds() }
 
     /// `Max open files` (soft hard) from /proc/PID/limits.
-    func openFileLimit() -> String? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("Max open files") {
-            let words = line.dropFirst("Max open files".count).split(separator: " ")
-            if words.count >= 2 { return "\(words[0]) (hard \(words[1]))" }
-        }
-        return nil
-    }
+    func openFileLimit() -> String? { child.openFileLimit() }
 
     /// What `GET /health` answered.
     struct Health: Decodable {

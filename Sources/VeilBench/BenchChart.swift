@@ -46,7 +46,8 @@ public struct BenchChart {
             case .millisecondsPerFrame:
                 return value < 10 ? String(format: "%.2f ms", value) : String(format: "%.1f ms", value)
             case .milliseconds:
-                return String(format: "%.0f ms", value)
+                // A relay across nodes takes a few milliseconds: whole ones would hide it.
+                return value < 10 ? String(format: "%.1f ms", value) : String(format: "%.0f ms", value)
             case .bytesPerSecond:
                 let kbit = value * 8 / 1000
                 let bits = kbit < 10 ? String(format: "%.1f kbit/s", kbit) : String(format: "%.0f kbit/s", kbit)
@@ -402,6 +403,19 @@ extension BenchReport {
                 }
             }
             panels.append(BenchChart.Panel(title: "Mouth to ear through the relay, median", scale: .linear, unit: .milliseconds, bars: bars))
+        }
+        if let load = clusterLoad, load.joined > 0 {
+            // Joins take a round trip to Redis and back; relays one publish: a linear axis could hide the latter.
+            let bars = [("join", load.joinMilliseconds), ("relay across nodes", load.relay.crossNode), ("relay on one node", load.relay.sameNode)]
+                .filter { $0.1.count > 0 }
+                .flatMap { name, stats in
+                    [BenchChart.Bar(label: "\(name), p50", value: stats.p50, isVeil: true),
+                     BenchChart.Bar(label: "\(name), p95", value: stats.p95, isVeil: true)]
+                }
+            let values = bars.map(\.value).filter { $0 > 0 }
+            let wide = (values.max() ?? 1) / (values.min() ?? 1) > 20
+            panels.append(BenchChart.Panel(title: "Room service: \(load.nodes) nodes behind haproxy, \(load.joined) clients",
+                                           scale: wide ? .logarithmic : .linear, unit: .milliseconds, bars: bars))
         }
         let subtitle = "\(date.prefix(10)) · \(machine.cpuModel ?? "unknown CPU"), \(machine.logicalCores) cores · "
             + "\(tracking.frames) frames of \(photos.joined(separator: " and ")) at \(width)×\(height)"

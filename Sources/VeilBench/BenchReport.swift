@@ -67,6 +67,8 @@ public struct BenchReport: Codable {
     var peers: PeerTracking?
     /// `veil serve` under N simulated clients; nil with --no-server-load.
     var serverLoad: ServerLoad?
+    /// Several nodes behind haproxy sharing rooms through Redis under N clients; nil with --no-cluster-load.
+    var clusterLoad: ClusterLoad?
     /// Mouth-to-ear under four network conditions, Veil and Chromium side by side.
     var latency: Latency?
 
@@ -417,6 +419,10 @@ public struct BenchReport: Codable {
             lines.append(contentsOf: latency.markdown)
         }
         if let load = serverLoad {
+            lines.append("")
+            lines.append(contentsOf: load.markdown)
+        }
+        if let load = clusterLoad {
             lines.append("")
             lines.append(contentsOf: load.markdown)
         }

@@ -29,6 +29,9 @@ public struct Benchmark {
     /// Run dlib and MediaPipe on the same frames (Bench+Peers.swift).
     public var measurePeers = true
     public var measureServerLoad = true
+    /// Three nodes behind haproxy sharing rooms through Redis, under `clusterClients` clients.
+    public var measureClusterLoad = true
+    public var clusterClients = 3000
     /// Mouth-to-ear through the relay under the four network conditions, Veil and Chromium.
     public var measureLatency = true
     public var quiet = false
@@ -108,6 +111,12 @@ public struct Benchmark {
             do { report.serverLoad = try load.run() } catch {
                 Terminal.error("bench: the server load could not run (\(error)); the other results are still written")
             }
+        }
+        if measureClusterLoad {
+            var cluster = ClusterLoadBenchmark()
+            cluster.clients = clusterClients
+            cluster.quiet = quiet
+            report.clusterLoad = cluster.run()
         }
         report.machine.loadAverageAtEnd = Machine.loadAverage()
         return report

@@ -41,6 +41,11 @@ constant quality), in bytes per second of payload and on the wire (headers model
 Then the room server under load: a real `veil serve` child process on a free loopback port and
 N = 100, 500 and 1000 simulated clients (100 and 500 with --quick) joining rooms of 6, holding,
 leaving and closing: joins/s, join latency, failures and the server's memory per participant.
+Then the same across several nodes: redis-server, three `veil serve --redis` nodes and haproxy with
+deploy/haproxy.cfg on loopback, 3000 clients (300 with --quick) through haproxy in rooms of 6
+spread over the nodes: join latency and failures, offers and answers between participants on
+different nodes timed end to end, each node's memory per participant, and Redis's commands, CPU
+and memory. Not run, and reported as such, when redis-server or haproxy is not installed.
 
 Prints a Markdown report on stdout (progress on stderr) and writes it, and the same numbers as JSON
 with the date, machine, Swift version and git commit, to DIR/latest.md and DIR/latest.json, and a
@@ -56,6 +61,8 @@ OPTIONS:
   --no-bandwidth Skip the bandwidth comparison (and its video encodes)
   --no-peers     Skip dlib and MediaPipe (installed by bench/peers/setup, which `make bench` runs)
   --no-server-load  Skip the room server under load
+  --no-cluster-load Skip the several nodes behind haproxy
+  --cluster-clients N  Clients across the nodes, 6…20000 (default 3000, 300 with --quick)
   --no-latency   Skip mouth-to-ear through the relay (Veil and Chromium side by side)
   --quiet        No progress output (the report is still printed)
   --redraw FILE  Measure nothing: write latest.md and latest.png again from a saved latest.json
@@ -63,7 +70,9 @@ OPTIONS:
 """, run: runBench)
 
 func runBench(_ argv: [String]) throws {
-    let args = try Arguments(argv, valued: ["out", "frames", "redraw"], booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "no-server-load", "no-latency", "quiet"])
+    let args = try Arguments(argv, valued: ["out", "frames", "redraw", "cluster-clients"],
+                             booleans: ["quick", "no-pin", "no-video", "no-call", "no-bandwidth", "no-peers", "no-server-load", "no-cluster-load",
+                                        "no-latency", "quiet"])
     guard args.positionals.isEmpty else {
         throw UsageError("bench takes no arguments, only options (got \(args.positionals.joined(separator: " ")))")
     }
@@ -89,6 +98,8 @@ func runBench(_ argv: [String]) throws {
     bench.measureBandwidth = !args.flag("no-bandwidth")
     bench.measurePeers = !args.flag("no-peers")
     bench.measureServerLoad = !args.flag("no-server-load")
+    bench.measureClusterLoad = !args.flag("no-cluster-load")
+    bench.clusterClients = try args.int("cluster-clients", default: args.flag("quick") ? 300 : 3000, range: 6...20000)
     bench.measureLatency = !args.flag("no-latency")
     bench.quiet = args.flag("quiet")
     try write(try bench.run(), withJSON: true, into: outputDirectory, quiet: bench.quiet)
