@@ -433,6 +433,9 @@ final class LoadDriver: @unchecked Sendable {
         }
     }
 
+    /// How the failures of the ramp name an `error` that came after `joined`, before its code.
+    static let afterJoiningPrefix = "error after joining: "
+
     private enum Phase { case waiting, connecting, joining, joined, leaving, closed, failed }
 
     private struct Client {
@@ -685,7 +688,7 @@ final class LoadDriver: @unchecked Sendable {
             if clients[index].phase == .connecting || clients[index].phase == .joining {
                 fail(index, "refused: \(code)")
             } else {
-                failures["error after joining: \(code)", default: 0] += 1
+                failures[Self.afterJoiningPrefix + code.rawValue, default: 0] += 1
             }
         default:
             break

@@ -26,6 +26,8 @@ extension BenchReport {
         /// Joins that did not end in `joined`: refused (by error code), timed out, connection failed or closed.
         var failures = 0
         var failureKinds: [String: Int] = [:]
+        /// `error` messages to clients already joined during the ramp (then closed), by kind.
+        var errorsAfterJoining: [String: Int] = [:]
         /// First WebSocket opened → last `joined`, seconds.
         var rampSeconds = 0.0
         var joinsPerSecond = 0.0
@@ -215,6 +217,11 @@ extension BenchReport {
                          + "(leave burst \(String(format: "%.2f", leaveSeconds)) s: two members on different nodes who leave at the same moment "
                          + "may each be gone before the other's leave reaches them); connect through haproxy p95 \(f1(connectMilliseconds.p95)) ms.")
             if unplaced > 0 { notes.append("\(unplaced) joined clients were in no node's log.") }
+            if !errorsAfterJoining.isEmpty {
+                notes.append("**During the ramp, joined clients got " + errorsAfterJoining.sorted { $0.key < $1.key }
+                    .map { "`\($0.key.dropFirst(LoadDriver.afterJoiningPrefix.count))` \($0.value)" }.joined(separator: ", ")
+                    + "** (the node closes them: a `ping_timeout` means nothing reached it from the client for 4 s).")
+            }
             if unexpectedCloses > 0 { notes.append("\(unexpectedCloses) joined connections were closed.") }
             if let usedMemoryAtPeakBytes = broker.usedMemoryAtPeakBytes { notes.append("Redis's dataset with everyone joined: \(mb(usedMemoryAtPeakBytes / 1024)) MB (`used_memory`).") }
             notes.append("Open-file limit \(openFiles.soft) (hard \(openFiles.hard))" + (openFiles.raisedFrom.map { ", raised from \($0)" } ?? "")

@@ -80,17 +80,18 @@ final class ChildProcess: @unchecked Sendable {
     var isRunning: Bool { process.isRunning }
     var pid: Int32 { process.processIdentifier }
 
-    /// Ends the child (SIGTERM, then SIGKILL after 5 s) and says how it ended; safe to call again.
+    /// Ends the child (`signal`, SIGTERM by default, then SIGKILL after 5 s) and says how it ended;
+    /// safe to call again.
     @discardableResult
-    func stop() -> String {
+    func stop(signal: Int32 = SIGTERM) -> String {
         if let stopped { return stopped }
         var how: String
         if process.isRunning {
-            process.terminate()
+            kill(pid, signal)
             if exited.wait(timeout: .now() + 5) == .timedOut {
                 kill(pid, SIGKILL)
                 _ = exited.wait(timeout: .now() + 2)
-                how = "killed (no exit within 5 s of SIGTERM)"
+                how = "killed (no exit within 5 s of signal \(signal))"
             } else {
                 how = Self.describe(process)
             }

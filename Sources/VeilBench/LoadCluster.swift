@@ -137,7 +137,8 @@ final class LoadCluster {
     /// Ends haproxy, then the nodes, then Redis; how each ended, by name.
     func stop() -> [String: String] {
         var exits: [String: String] = [:]
-        exits[balancer.name] = balancer.stop()
+        // SIGUSR1: haproxy's soft stop, which exits with status 0 once its connections are closed (they are by now).
+        exits[balancer.name] = balancer.stop(signal: SIGUSR1)
         for (index, node) in nodes.enumerated() { exits["node\(index + 1)"] = node.stop() }
         exits[redis.name] = redis.stop()
         try? FileManager.default.removeItem(at: directory)

@@ -35,6 +35,7 @@ final class ClusterLoadTests: XCTestCase {
         XCTAssertNil(report.error)
         XCTAssertEqual(report.joined, 60)
         XCTAssertEqual(report.failures, 0, "\(report.failureKinds)")
+        XCTAssertEqual(report.errorsAfterJoining, [:])
         XCTAssertEqual(report.participantJoinedReceived, report.participantJoinedExpected)
         XCTAssertEqual(report.participantJoinedExpected, 10 * 15, "one notice per pair in each room")
 
@@ -75,7 +76,7 @@ final class ClusterLoadTests: XCTestCase {
             XCTAssertEqual(process.goneAfterwards, true, "\(process.name) (pid \(process.pid)) still runs")
             XCTAssertNotNil(process.exit, process.name)
         }
-        for node in nodes { XCTAssertEqual(node.exit, "clean", node.name) }
+        for process in report.processes { XCTAssertEqual(process.exit, "clean", process.name) }
     }
 
     func testAPartThatCouldNotRunSaysWhy() {
