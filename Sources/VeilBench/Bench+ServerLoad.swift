@@ -402,8 +402,9 @@ final class LoadDriver: @unchecked Sendable {
         var seconds = 0.0
     }
 
-    /// The relay phase in progress (on the loop).
-    private struct Relay {
+    /// The relay phase in progress (on the loop only): a class, so that its tables are changed in
+    /// place rather than copied on each change.
+    private final class Relay {
         var pairs: [(from: Int, to: Int)]
         var offersPerSecond: Double
         var sdp: String
@@ -420,9 +421,17 @@ final class LoadDriver: @unchecked Sendable {
         var samples: [RelaySample] = []
         var errors: [String: Int] = [:]
 
+        init(pairs: [(from: Int, to: Int)], offersPerSecond: Double, sdp: String, started: Double, done: DispatchSemaphore) {
+            self.pairs = pairs
+            self.offersPerSecond = offersPerSecond
+            self.sdp = sdp
+            self.started = started
+            self.done = done
+        }
+
         static func key(_ sender: Int, _ receiver: Int) -> Int { sender << 32 | receiver }
 
-        mutating func arrived(_ sample: RelaySample) {
+        func arrived(_ sample: RelaySample) {
             samples.append(sample)
             checkDone()
         }
@@ -722,7 +731,7 @@ final class LoadDriver: @unchecked Sendable {
 
     /// Offers due by now at the relay's pace, from the next pairs.
     private func sendOffers() -> Bool {
-        guard var state = relay else { return false }
+        guard let state = relay else { return false }
         let now = monotonicMilliseconds()
         let due = min(state.pairs.count, Int(((now - state.started) / 1000 * state.offersPerSecond).rounded(.up)))
         while state.next < due {
@@ -737,8 +746,7 @@ final class LoadDriver: @unchecked Sendable {
             state.offersSent += 1
             clients[pair.from].connection?.send(SignalingMessage.encode(ClientMessage.offer(to: seats[pair.to].user, sdp: state.sdp)))
         }
-        relay = state
-        relay?.checkDone()
+        state.checkDone()
         return state.next < state.pairs.count
     }
 

@@ -28,7 +28,7 @@ struct ClusterLoadBenchmark {
     var holdSeconds = 1.0
     var joinTimeout = 5.0
     /// Offers started per second in the relay phase, all rooms together (answers come on top).
-    var offersPerSecond = 1000.0
+    var offersPerSecond = 500.0
     var leaveTimeout = 10.0
     /// The `veil` executable the nodes run (this one by default).
     var executable: URL?
