@@ -44,7 +44,7 @@ extension BenchReport {
         /// Joined clients that no node's log named.
         var unplaced = 0
         var relay = Relay()
-        /// The nodes, then haproxy, then redis-server.
+        /// The nodes, then haproxy, redis-server and the benchmark's own process (the clients).
         var processes: [ProcessFigures] = []
         var broker = Broker()
         /// First `leave` sent → last `participantLeft`, seconds; notices got, of at most one per pair.

@@ -115,10 +115,13 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// VmRSS in KiB.
-    func residentKiB() -> Int? { statusField("VmRSS:") }
+    func residentKiB() -> Int? { Self.residentKiB(of: pid) }
+
+    /// VmRSS of process `pid` in KiB.
+    static func residentKiB(of pid: Int32) -> Int? { statusField("VmRSS:", of: pid) }
 
     /// The number of threads.
-    func threads() -> Int? { statusField("Threads:") }
+    func threads() -> Int? { Self.statusField("Threads:", of: pid) }
 
     /// Its open file descriptors (sockets included).
     func openFileCount() -> Int? {
@@ -137,7 +140,7 @@ final class ChildProcess: @unchecked Sendable {
         return count
     }
 
-    private func statusField(_ name: String) -> Int? {
+    private static func statusField(_ name: String, of pid: Int32) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix(name) {
             return line.dropFirst(name.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) }
@@ -146,7 +149,10 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// User and system CPU seconds so far (empty when /proc cannot say).
-    func cpuSeconds() -> [Double] {
+    func cpuSeconds() -> [Double] { Self.cpuSeconds(of: pid) }
+
+    /// User and system CPU seconds of process `pid` so far (empty when /proc cannot say).
+    static func cpuSeconds(of pid: Int32) -> [Double] {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let close = text.lastIndex(of: ")") else { return [] }
         // After "pid (comm)": state is field 3, utime 14 and stime 15.

@@ -92,12 +92,13 @@ struct ClusterLoadBenchmark {
         note("several nodes: redis-server on 127.0.0.1:\(cluster.redisPort), \(nodes) nodes, haproxy on \(cluster.webSocketURL); \(clients) clients")
         report.processes = cluster.nodes.enumerated().map { BenchReport.ClusterLoad.ProcessFigures(name: "node\($0.offset + 1)", pid: $0.element.pid) }
             + [BenchReport.ClusterLoad.ProcessFigures(name: "haproxy", pid: cluster.balancer.pid),
-               BenchReport.ClusterLoad.ProcessFigures(name: "redis-server", pid: cluster.redis.pid)]
+               BenchReport.ClusterLoad.ProcessFigures(name: "redis-server", pid: cluster.redis.pid),
+               BenchReport.ClusterLoad.ProcessFigures(name: Self.clientsName, pid: getpid())]
         report.nodeOpenFiles = cluster.nodes.first?.openFileLimit()
         report.balancerOpenFiles = cluster.balancer.openFileLimit()
         measure(&report, cluster: cluster, secret: secret)
         let exits = cluster.stop()
-        for index in report.processes.indices {
+        for index in report.processes.indices where report.processes[index].name != Self.clientsName {
             report.processes[index].exit = exits[report.processes[index].name]
             report.processes[index].goneAfterwards = kill(report.processes[index].pid, 0) != 0 && errno == ESRCH
         }
@@ -105,16 +106,23 @@ struct ClusterLoadBenchmark {
         return report
     }
 
+    /// The row of this process, whose one GLib loop runs every client.
+    static let clientsName = "clients (this process)"
+
     private func note(_ text: String) {
         if !quiet { Terminal.note("bench: \(text)") }
     }
 
     /// The phases, against a running cluster (which the caller stops).
     private func measure(_ report: inout BenchReport.ClusterLoad, cluster: LoadCluster, secret: ServerSecret) {
-        // Every process, in the order of `report.processes`: the nodes, haproxy, Redis.
-        let resident: () -> [Int] = { cluster.nodes.map { $0.residentKiB() ?? 0 } + [cluster.balancer.residentKiB() ?? 0, cluster.redis.residentKiB() ?? 0] }
+        // Every process, in the order of `report.processes`: the nodes, haproxy, Redis, this one.
+        let resident: () -> [Int] = {
+            (cluster.nodes.map { $0.residentKiB() } + [cluster.balancer.residentKiB(), cluster.redis.residentKiB(), ChildProcess.residentKiB(of: getpid())])
+                .map { $0 ?? 0 }
+        }
         let cpu: () -> [Double] = {
-            (cluster.nodes.map { $0.cpuSeconds() } + [cluster.balancer.cpuSeconds(), cluster.redis.cpuSeconds()]).map { $0.reduce(0, +) }
+            (cluster.nodes.map { $0.cpuSeconds() } + [cluster.balancer.cpuSeconds(), cluster.redis.cpuSeconds(), ChildProcess.cpuSeconds(of: getpid())])
+                .map { $0.reduce(0, +) }
         }
         var snapshots = BrokerSnapshots(port: cluster.redisPort)
         for (index, node) in cluster.nodes.enumerated() {
