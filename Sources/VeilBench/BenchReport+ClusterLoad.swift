@@ -58,6 +58,8 @@ extension BenchReport {
 
         /// Offers and answers between members of a room, timed from `send` to arrival.
         struct Relay: Codable {
+            /// Pairs in all the rooms (one offer each), of which the phase had time for `offersSent`.
+            var pairs = 0
             var offersSent = 0
             var answersSent = 0
             var delivered = 0
@@ -77,7 +79,8 @@ extension BenchReport {
             init() {}
 
             /// The driver's samples, split by the nodes of their two ends (`nodeOfSeat`).
-            init(_ result: LoadDriver.RelayResult, nodeOfSeat: [Int?]) {
+            init(_ result: LoadDriver.RelayResult, nodeOfSeat: [Int?], pairs: Int) {
+                self.pairs = pairs
                 offersSent = result.offersSent
                 answersSent = result.answersSent
                 delivered = result.samples.count
@@ -167,7 +170,7 @@ extension BenchReport {
                          + "all on 127.0.0.1; \(clients) WebSocket clients in the benchmark process (one GLib loop) connect to haproxy "
                          + "and join rooms of \(roomSize) in order, at most \(maximumInFlight) joins in flight, so that each room spreads "
                          + "over the nodes. After \(f1(holdSeconds)) s held, in every room each member sends every earlier member an "
-                         + "offer (\(f0(offersPerSecond)) offers/s in all, a \(ClusterLoadBenchmark.sessionDescription.utf8.count)-byte "
+                         + "offer (\(f0(offersPerSecond)) offers/s in all, for \(relay.offersSent + relay.skipped) of the rooms' \(relay.pairs) pairs, a \(ClusterLoadBenchmark.sessionDescription.utf8.count)-byte "
                          + "description), which answers at once; each is timed from `send` to its arrival. Then everyone leaves in one "
                          + "burst and closes. Which node a client was on comes from the nodes' own `join` log lines.")
             lines.append("")

@@ -14,8 +14,9 @@ import Glibc
 /// 2. **hold**: everyone stays for `holdSeconds`; each node's RSS, participants and rooms are read,
 ///    and which node each client landed on is read from the nodes' `join` log lines;
 /// 3. **relay**: in every room each member sends every earlier member an offer (as a newcomer
-///    does), at most `offersPerSecond` in all, and each answers at once; every offer and answer is
-///    timed from `send` to its arrival, and split by whether the two were on different nodes;
+///    does), `offersPerSecond` in all for at most `relaySeconds`, and each answers at once; every
+///    offer and answer is timed from `send` to its arrival, and split by whether the two were on
+///    different nodes;
 /// 4. **leave** and **close**: every client leaves in one burst, then closes; every node must
 ///    report nobody left, then everything is stopped.
 ///
@@ -28,7 +29,10 @@ struct ClusterLoadBenchmark {
     var holdSeconds = 1.0
     var joinTimeout = 5.0
     /// Offers started per second in the relay phase, all rooms together (answers come on top).
-    var offersPerSecond = 500.0
+    var offersPerSecond = 200.0
+    /// How long the relay phase sends offers at most: with many rooms, the first pair of every
+    /// room goes first, then the second, and so on until the time is up.
+    var relaySeconds = 15.0
     var leaveTimeout = 10.0
     /// The `veil` executable the nodes run (this one by default).
     var executable: URL?
@@ -214,11 +218,13 @@ struct ClusterLoadBenchmark {
         for round in 0..<(pairsByRoom.map(\.count).max() ?? 0) {
             for room in pairsByRoom where round < room.count { pairs.append(room[round]) }
         }
+        report.relay.pairs = pairs.count
+        pairs = Array(pairs.prefix(max(1, Int(offersPerSecond * relaySeconds))))
         let relayTimeout = Double(pairs.count) / offersPerSecond + 15
         note("several nodes: relaying \(pairs.count) offers and their answers at \(Int(offersPerSecond)) offers/s")
         let relay = driver.relay(pairs, offersPerSecond: offersPerSecond, sdp: Self.sessionDescription, timeout: relayTimeout)
         snapshots.take("relay")
-        report.relay = BenchReport.ClusterLoad.Relay(relay, nodeOfSeat: nodeOfSeat)
+        report.relay = BenchReport.ClusterLoad.Relay(relay, nodeOfSeat: nodeOfSeat, pairs: report.relay.pairs)
         if !relay.finished { report.error = report.error ?? "the relay did not finish within \(Int(relayTimeout)) s" }
         note("several nodes: cross-node relay p50 \(String(format: "%.1f", report.relay.crossNode.p50)) ms, "
              + "p95 \(String(format: "%.1f", report.relay.crossNode.p95)) ms over \(report.relay.crossNode.count) messages")

@@ -49,6 +49,7 @@ final class ClusterLoadTests: XCTestCase {
         XCTAssertGreaterThan(report.roomsByNodes.dropFirst().reduce(0, +), 0, "rooms spread over the nodes: \(report.roomsByNodes)")
 
         // Each of the 15 pairs of a room: one offer and its answer.
+        XCTAssertEqual(report.relay.pairs, 150)
         XCTAssertEqual(report.relay.offersSent, 150)
         XCTAssertEqual(report.relay.answersSent, 150)
         XCTAssertEqual(report.relay.delivered, 300)
