@@ -117,6 +117,8 @@ extension BenchReport {
             var openFilesAtPeak: Int?
             var openFilesAfter: Int?
             var healthAfter: String?
+            /// A node's log lines by kind (join, leave, drop, close, refuse, …).
+            var log: [String: Int]?
             /// How it ended on SIGTERM, and whether its process id was gone afterwards.
             var exit: String?
             var goneAfterwards: Bool?
@@ -229,6 +231,10 @@ extension BenchReport {
             if let usedMemoryAtPeakBytes = broker.usedMemoryAtPeakBytes { notes.append("Redis's dataset with everyone joined: \(mb(usedMemoryAtPeakBytes / 1024)) MB (`used_memory`).") }
             notes.append("Open-file limit \(openFiles.soft) (hard \(openFiles.hard))" + (openFiles.raisedFrom.map { ", raised from \($0)" } ?? "")
                          + (nodeOpenFiles.map { "; a node's: \($0)" } ?? "") + (balancerOpenFiles.map { "; haproxy's: \($0)" } ?? "") + ".")
+            for p in processes {
+                guard let log = p.log?.filter({ !["join", "leave", "listen"].contains($0.key) }), !log.isEmpty else { continue }
+                notes.append("\(p.name) also logged " + log.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ".")
+            }
             if let error { notes.append("**Incomplete: \(error).**") }
             notes.append("Every process shares this machine's cores with the clients' loop, whose queueing the latencies include; "
                          + "\(f0(wallSeconds)) s for the whole part.")

@@ -101,6 +101,7 @@ struct ClusterLoadBenchmark {
         report.nodeOpenFiles = cluster.nodes.first?.openFileLimit()
         report.balancerOpenFiles = cluster.balancer.openFileLimit()
         measure(&report, cluster: cluster, secret: secret)
+        for (index, node) in cluster.nodes.enumerated() { report.processes[index].log = node.logCounts() }
         let exits = cluster.stop()
         for index in report.processes.indices where report.processes[index].name != Self.clientsName {
             report.processes[index].exit = exits[report.processes[index].name]
