@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import VeilCore
 import VeilGLib
+import VeilTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -173,17 +173,17 @@ final class SharedRoomsTests: XCTestCase {
     private func callRidesOut(_ what: String, stopping stop: (Int) -> Void) throws {
         cluster = try ServiceCluster(nodes: 3)
         let balancer = try XCTUnwrap(cluster.balancerURL).absoluteString
-        let veil = try ServiceCluster.Workspace.veil
-        func call(_ user: String) throws -> ServiceCluster.Child {
-            try ServiceCluster.Child(name: user, executable: veil,
-                                     arguments: ["call", "--server", balancer, "--room", "r", "--user", user,
-                                                 "--token", try cluster.token(room: "r", user: user),
-                                                 "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"],
-                                     directory: cluster.workspace.directory, environment: ["DISPLAY": "", "PULSE_SERVER": ""])
+        let veil = try TestProgram.veil
+        func call(_ user: String) throws -> ChildProcess {
+            try ChildProcess(name: user, executable: veil,
+                             arguments: ["call", "--server", balancer, "--room", "r", "--user", user,
+                                         "--token", try cluster.token(room: "r", user: user),
+                                         "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"],
+                             directory: cluster.workspace.directory, environment: ["DISPLAY": nil, "PULSE_SERVER": nil])
         }
-        func statistics(_ child: ServiceCluster.Child) -> [[String: Any]] { child.events.filter { $0["event"] as? String == "statistics" } }
+        func statistics(_ child: ChildProcess) -> [[String: Any]] { child.events.filter { $0["event"] as? String == "statistics" } }
         /// What `child` received from `peer` in each statistics round after the first `count` rounds.
-        func flowing(_ child: ServiceCluster.Child, from peer: String, after count: Int = 0) -> [(fps: Double, audio: Double)] {
+        func flowing(_ child: ChildProcess, from peer: String, after count: Int = 0) -> [(fps: Double, audio: Double)] {
             statistics(child).dropFirst(count).compactMap { event in
                 guard let entry = (event["peers"] as? [[String: Any]])?.first(where: { $0["user"] as? String == peer }) else { return nil }
                 return ((entry["expressionFramesPerSecond"] as? Double) ?? 0, (entry["audioBitrateIn"] as? Double) ?? 0)
@@ -194,7 +194,7 @@ final class SharedRoomsTests: XCTestCase {
         let bob = try call("bob")
         defer { alice.stop(); bob.stop() }
         // The call is up: expressions and voice arrive at both ends.
-        let up = { (child: ServiceCluster.Child, peer: String) in
+        let up = { (child: ChildProcess, peer: String) in
             child.wait(timeout: 30) { _ in flowing(child, from: peer).contains { $0.fps > 0 && $0.audio > 0 } }
         }
         XCTAssertTrue(up(alice, "bob"), alice.text)
@@ -365,88 +365,9 @@ final class ServiceCluster {
         }
         func remove() { try? FileManager.default.removeItem(at: directory) }
 
-        /// The `veil` executable built next to the tests.
-        static var veil: URL {
-            get throws {
-                var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-                for _ in 0..<4 {
-                    let candidate = dir.appendingPathComponent("veil")
-                    if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-                    dir = dir.deletingLastPathComponent()
-                }
-                throw XCTSkip("the veil executable is not built next to the tests (run `make test`)")
-            }
-        }
-
-        struct Run { var status: Int32; var stdout: String; var stderr: String }
-
         /// Runs `veil arguments` to its end.
-        func run(_ arguments: [String]) throws -> Run {
-            let process = Process()
-            process.executableURL = try Self.veil
-            process.arguments = arguments
-            process.currentDirectoryURL = directory
-            let out = Pipe(), err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            // Both are a few lines: neither pipe fills while the other is read.
-            let outData = out.fileHandleForReading.readDataToEndOfFile()
-            let errData = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return Run(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                       stderr: String(decoding: errData, as: UTF8.self))
-        }
-    }
-
-    /// A child process whose standard output and error are collected as they come.
-    final class Child {
-        let name: String
-        let process = Process()
-        private final class Output: Sendable { let text = Mutex("") }
-        private let output = Output()
-        init(name: String, executable: URL, arguments: [String], directory: URL, environment: [String: String] = [:]) throws {
-            self.name = name
-            process.executableURL = executable
-            process.arguments = arguments
-            process.currentDirectoryURL = directory
-            // An empty value removes the variable.
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.filter { !$0.value.isEmpty }
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            pipe.fileHandleForReading.readabilityHandler = { [output] handle in
-                let data = handle.availableData
-                if data.isEmpty { handle.readabilityHandler = nil; return }
-                output.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
-            }
-            try process.run()
-        }
-        var text: String { output.text.withLock { $0 } }
-
-        /// The JSON lines of the output so far (`veil call --json`'s events).
-        var events: [[String: Any]] {
-            text.split(separator: "\n").compactMap { line in
-                guard line.hasPrefix("{") else { return nil }
-                return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-            }
-        }
-
-        /// Waits up to `timeout` for `predicate` on the output so far.
-        func wait(timeout: TimeInterval, for predicate: (String) -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(timeout)
-            while Date() < deadline {
-                if predicate(text) { return true }
-                if !process.isRunning { return predicate(text) }
-                Thread.sleep(forTimeInterval: 0.05)
-            }
-            return predicate(text)
-        }
-
-        func stop() {
-            guard process.isRunning else { return }
-            process.terminate()
-            process.waitUntilExit()
+        func run(_ arguments: [String]) throws -> TestProgram.Run {
+            try TestProgram.run(try TestProgram.veil, arguments, in: directory)
         }
     }
 
@@ -454,10 +375,10 @@ final class ServiceCluster {
     let secretFile: URL
     let authority: TokenAuthority
     let redisPort: Int
-    private(set) var redis: Child?
-    private(set) var nodes: [Child] = []
+    private(set) var redis: ChildProcess?
+    private(set) var nodes: [ChildProcess] = []
     private(set) var nodeURLs: [URL] = []
-    private(set) var balancer: Child?
+    private(set) var balancer: ChildProcess?
     private(set) var balancerURL: URL?
 
     /// A free TCP port on 127.0.0.1 (bound and released: nothing else on this machine takes it in between, usually).
@@ -506,7 +427,7 @@ final class ServiceCluster {
 
     /// Starts redis-server on `redisPort`, without persistence (a restart loses everything).
     private func startRedis() throws {
-        let redis = try Child(name: "redis", executable: try Self.executable("redis-server", package: "redis-server"),
+        let redis = try ChildProcess(name: "redis", executable: try Self.executable("redis-server", package: "redis-server"),
                               arguments: ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                                           "--dir", workspace.directory.path],
                               directory: workspace.directory)
@@ -535,9 +456,9 @@ final class ServiceCluster {
 
     private func start(_ count: Int, arguments: [String], balancer withBalancer: Bool) throws {
         try startRedis()
-        let veil = try Workspace.veil
+        let veil = try TestProgram.veil
         for index in 1...count {
-            let node = try Child(name: "node\(index)", executable: veil,
+            let node = try ChildProcess(name: "node\(index)", executable: veil,
                                  arguments: ["serve", "--port", "0", "--web", "none", "--secret-file", secretFile.path,
                                              "--redis", "127.0.0.1:\(redisPort)", "--node-id", "node\(index)"] + arguments,
                                  directory: workspace.directory)
@@ -555,9 +476,9 @@ final class ServiceCluster {
         guard withBalancer else { return }
         precondition(count == 3, "deploy/haproxy.cfg names three nodes")
         let port = try Self.freePort()
-        var environment = ["VEIL_BIND": "127.0.0.1:\(port)"]
+        var environment: [String: String?] = ["VEIL_BIND": "127.0.0.1:\(port)"]
         for (index, url) in nodeURLs.enumerated() { environment["VEIL_NODE\(index + 1)"] = "127.0.0.1:\(url.port ?? 0)" }
-        let haproxy = try Child(name: "haproxy", executable: try Self.executable("haproxy", package: "haproxy"),
+        let haproxy = try ChildProcess(name: "haproxy", executable: try Self.executable("haproxy", package: "haproxy"),
                                 arguments: ["-db", "-f", Self.root.appendingPathComponent("deploy/haproxy.cfg").path],
                                 directory: workspace.directory, environment: environment)
         balancer = haproxy
