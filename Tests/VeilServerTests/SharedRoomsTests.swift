@@ -450,6 +450,37 @@ final class SharedRoomsTests: XCTestCase {
         XCTAssertNotNil(returned.next(timeout: 5) { $0 == .participantJoined(user: "dave", muted: false) })
     }
 
+    /// A partition shorter than the registration (3 s): the node keeps its seats, and what changed
+    /// in its rooms while it was not listening (Redis keeps no messages for it) reaches its
+    /// participants once it is back, so that they see the room the others see.
+    func testANodeBackFromAShortPartitionCatchesUpWithItsRooms() throws {
+        cluster = try ServiceCluster(nodes: 2, balancer: false, relayedNode: 1)
+        let relay = try XCTUnwrap(cluster.redisRelay)
+        let (alice, _) = try join("alice", room: "r", at: cluster.nodeURLs[0])
+        let (bob, _) = try join("bob", room: "r", at: cluster.nodeURLs[0])
+        let (dave, _) = try join("dave", room: "r", at: cluster.nodeURLs[1])
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantJoined(user: "dave", muted: false) })
+        relay.set(.reset)
+        let cutAt = Date()
+        // While node2 is away: frank joins and bob leaves on node1; dave's seat is kept.
+        let (frank, frankJoined) = try join("frank", room: "r", at: cluster.nodeURLs[0])
+        XCTAssertEqual(Set(frankJoined.participants.map(\.user)), ["alice", "bob", "dave"])
+        bob.send(.leave)
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantLeft(user: "bob", reason: .left) })
+        relay.set(.forwarding)
+        let healedAt = Date()
+        XCTAssertEqual(dave.next(timeout: 10) { if case .participantJoined = $0 { true } else { false } }, .participantJoined(user: "frank", muted: false))
+        XCTAssertEqual(dave.next(timeout: 5) { if case .participantLeft = $0 { true } else { false } }, .participantLeft(user: "bob", reason: .left))
+        print(String(format: "node2 cut for %.0f ms: dave hears of frank's join and bob's leave %.2f s after the link healed",
+                     healedAt.timeIntervalSince(cutAt) * 1000, Date().timeIntervalSince(healedAt)))
+        XCTAssertNil(dave.waitClosed(timeout: 0.2), "dave kept his seat and his connection")
+        XCTAssertNil(alice.next(timeout: 1) { if case .participantLeft = $0 { true } else { false } }, "nobody else left")
+        frank.send(.offer(to: "dave", sdp: Self.sdp))
+        XCTAssertEqual(dave.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "frank", sdp: Self.sdp))
+        dave.send(.answer(to: "frank", sdp: Self.sdp))
+        XCTAssertEqual(frank.next(timeout: 5) { if case .answer = $0 { true } else { false } }, .answer(from: "dave", sdp: Self.sdp))
+    }
+
     func testServeSaysWhatIsWrongWithItsRedisOptions() throws {
         let workspace = try ServiceCluster.Workspace()
         defer { workspace.remove() }
