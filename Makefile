@@ -27,8 +27,9 @@ demo: build
 
 # One build for everything the tests run (the `veil` they start included), then scripts/test: the
 # real-time suites and the CPU-heavy re-identification experiment (+ fuzz smoke pass) side by side.
-# Tests/VeilInteropTests/python/setup first installs python-osc (pinned, hash-checked) into
-# .cache/veil/interop/venv, the OSC implementation Veil's VMC output is checked against.
+# Tests/VeilInteropTests/python/setup first installs python-osc and prometheus_client (pinned,
+# hash-checked) into .cache/veil/interop/venv: the OSC implementation Veil's VMC output is checked
+# against, and the Prometheus text-format parser that reads `veil serve`'s /metrics.
 test: bootstrap
 	@Tests/VeilInteropTests/python/setup
 	$(SWIFT) build $(SWIFTFLAGS) -Xswiftc -enable-testing --build-tests

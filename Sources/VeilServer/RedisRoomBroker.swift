@@ -53,6 +53,7 @@ final class RedisRoomBroker: RoomBroker {
     private var reconnectTimer: GLibSource?
     private var heartbeatSent: TimeInterval?       // an unanswered heartbeat's time
     private var attemptStarted: TimeInterval?      // when the connections now opening were started
+    private(set) var roundTrips = DurationHistogram()
 
     /// Most commands kept while Redis is away; beyond them the node's membership is rebuilt when it is back.
     static let maximumWaiting = 100_000
@@ -268,6 +269,7 @@ final class RedisRoomBroker: RoomBroker {
         run(Self.register, [configuration.node, ttlMilliseconds, "0"]) { [weak self] reply in
             guard let self, self.state == .ready, let reply else { return }
             self.heartbeatSent = nil
+            self.roundTrips.record(self.clock() - now)
             if case .integer(1) = reply {
                 self.deliver?(.membershipLost(reason: "this server was taken for dead by the service that shares its rooms"))
             }

@@ -23,6 +23,8 @@ protocol RoomBroker: AnyObject {
     func stop()
     /// What the broker reports about itself for `/health`: nil while it works, else why not.
     var problem: String? { get }
+    /// How long the broker took to answer the node's heartbeats (`/metrics`).
+    var roundTrips: DurationHistogram { get }
 }
 
 /// A participant of a room as the broker knows them: on which node, muted or not.

@@ -52,18 +52,8 @@ public enum RoomActivity: Equatable, Sendable, CustomStringConvertible {
     /// A connection that was not in a room was closed for `code` (protocol violation, join timeout).
     case closed(ConnectionID, code: SignalingErrorCode)
 
-    /// `key=value` words, e.g. `join room=r user=u participants=2`.
-    public var description: String {
-        switch self {
-        case let .joined(room, user, count, resumed):
-            "join room=\(room) user=\(user) participants=\(count)" + (resumed ? " resumed" : "")
-        case let .left(room, user, reason): "leave room=\(room) user=\(user) reason=\(reason.rawValue)"
-        case let .kicked(room, user, code): "leave room=\(room) user=\(user) reason=kicked code=\(code)"
-        case let .dropped(room, user, grace): "drop room=\(room) user=\(user) grace=\(String(format: "%.1f", grace))s"
-        case let .refused(room, user, code): "refuse room=\(room) user=\(user) code=\(code)"
-        case let .closed(connection, code): "close connection=\(connection.rawValue) code=\(code)"
-        }
-    }
+    /// `key=value` words, e.g. `join room=r user=u participants=2` (`LogLine`).
+    public var description: String { logLine.text }
 }
 
 /// The rooms of a server and who is in them. Feed it `Event`s with the time; carry out the

@@ -8,6 +8,7 @@ import VeilGLib
 /// Veil's room server: HTTP + WebSocket signaling (libsoup) on a GLib main loop of its own.
 ///
 /// - `GET /health` answers `{"participants":n,"rooms":n,"status":"ok","uptimeSeconds":n}`.
+/// - `GET /metrics` answers what the node counts, in Prometheus' text format (`ServerMetrics`).
 /// - `/ws` is the WebSocket of the signaling protocol (docs/protocol.md); `RoomDirectory` decides
 ///   everything, this class only carries bytes and time to it and its actions back out.
 /// - With `Configuration.webRoot`, every other path is a file of that directory (`StaticFiles`):
@@ -90,6 +91,8 @@ public final class RoomServer: @unchecked Sendable {
     public static let webSocketPath = "/ws"
     /// The health path.
     public static let healthPath = "/health"
+    /// The path of the metrics, in Prometheus' text format.
+    public static let metricsPath = "/metrics"
 
     /// The configuration it was made with.
     public let configuration: Configuration
@@ -125,6 +128,8 @@ public final class RoomServer: @unchecked Sendable {
     public var pageURL: URL? { httpURL(path: "/") }
     /// `http://host:port/health` (`https://` with TLS), once started.
     public var healthURL: URL? { httpURL(path: Self.healthPath) }
+    /// `http://host:port/metrics` (`https://` with TLS), once started.
+    public var metricsURL: URL? { httpURL(path: Self.metricsPath) }
 
     private func httpURL(path: String) -> URL? {
         guard let webSocketURL, var parts = URLComponents(url: webSocketURL, resolvingAgainstBaseURL: false) else { return nil }
@@ -235,6 +240,8 @@ final class ServerCore: @unchecked Sendable {
     private var closing: [ConnectionID: TimeInterval] = [:] // when a closing connection is cut
     private var budget: ReadBudget
     private var logThrottle = LogThrottle()
+    private var metrics = ServerMetrics()
+    private let node: String?
     private var sockets: [UnsafeMutableRawPointer: TransportSocket] = [:]
     private let socketLimit: Int
     private let handshakeTimeout: TimeInterval
@@ -263,6 +270,7 @@ final class ServerCore: @unchecked Sendable {
         self.loop = loop
         self.clock = configuration.clock
         self.emit = emit
+        node = configuration.redis?.node
         // Every connection is a descriptor: never promise more than the open-file limit can hold.
         var rooms = configuration.rooms
         if let files = TransportSocket.openFileLimit {
@@ -508,6 +516,7 @@ final class ServerCore: @unchecked Sendable {
             return
         case .bytes(let bytes):
             budget.charge(bytes.count, joined: joined, now: now)
+            metrics.recordReceived(bytes: bytes.count)
             // Closing, a client has only its close frame left to send: one that keeps streaming
             // instead is no longer parsed, only drained until it closes (or the close timeout).
             if let closedAt = peer.session.bytesReadAtClose, peer.session.bytesRead - closedAt > Self.readAfterClose {
@@ -541,6 +550,7 @@ final class ServerCore: @unchecked Sendable {
             switch event {
             case .text(let bytes):
                 guard session.isOpen else { continue } // closing: only its close frame matters
+                metrics.recordReceivedMessage()
                 do {
                     feed(.received(try SignalingMessage.decode(ClientMessage.self, from: bytes), from: id))
                 } catch {
@@ -627,7 +637,10 @@ final class ServerCore: @unchecked Sendable {
     private func perform(_ action: RoomDirectory.Action, at time: SignalingTime) {
         switch action {
         case let .send(message, id):
-            peers[id]?.session.send(text: SignalingMessage.encode(message))
+            guard let peer = peers[id] else { return }
+            let text = SignalingMessage.encode(message)
+            metrics.recordSent(message, bytes: text.utf8.count)
+            peer.session.send(text: text)
         case let .close(id, code):
             guard let peer = peers[id] else { return }
             peer.session.close(code: UInt16(code.rawValue))
@@ -637,8 +650,10 @@ final class ServerCore: @unchecked Sendable {
             peer.session.abort()
             closed(id)
         case .log(let activity):
+            metrics.record(activity)
             if logThrottle.admit(activity, now: time.monotonic) { emit(.activity(activity), time.date) }
         case .broker(let command):
+            if case let .relay(_, _, _, message) = command { metrics.recordForwarded(bytes: SignalingMessage.encode(message).utf8.count) }
             broker?.perform(command)
         }
     }
@@ -659,6 +674,13 @@ final class ServerCore: @unchecked Sendable {
                 return respond(message, status: 503, json: #"{"participants":\#(s.participants),"rooms":\#(s.rooms),"status":"unavailable","reason":\#(reason),"uptimeSeconds":\#(s.uptimeSeconds)}"#)
             }
             respond(message, status: 200, json: #"{"participants":\#(s.participants),"rooms":\#(s.rooms),"status":"ok","uptimeSeconds":\#(s.uptimeSeconds)}"#)
+        case RoomServer.metricsPath:
+            let process = ServerMetrics.Reading.process()
+            let reading = ServerMetrics.Reading(status: status(), node: node, brokerUp: broker.map { $0.problem == nil },
+                                                brokerRoundTrips: broker?.roundTrips,
+                                                residentBytes: process.residentBytes, openFiles: process.openFiles)
+            respond(message, status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                    body: Array(metrics.exposition(reading).utf8), headers: [])
         case RoomServer.webSocketPath:
             if method == "GET", upgrade(message) { return }
             respond(message, status: 426, json: #"{"error":"connect with a WebSocket client (signaling protocol v1)"}"#)
@@ -668,7 +690,7 @@ final class ServerCore: @unchecked Sendable {
             if let file = files?.response(method: method, path: path, ifNoneMatch: tag) {
                 return respond(message, status: file.status, contentType: file.contentType, body: file.body, headers: file.headers)
             }
-            respond(message, status: 404, json: files == nil ? #"{"error":"not found: try /health or the WebSocket at /ws"}"#
+            respond(message, status: 404, json: files == nil ? #"{"error":"not found: try /health, /metrics or the WebSocket at /ws"}"#
                                                              : #"{"error":"not found"}"#)
         }
     }

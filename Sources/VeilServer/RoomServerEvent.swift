@@ -31,19 +31,24 @@ public struct RoomServerEvent: Equatable, Sendable, CustomStringConvertible {
     /// An event.
     public init(date: Date, kind: Kind) { self.date = date; self.kind = kind }
 
-    /// The log line: an ISO 8601 UTC timestamp and `key=value` words, e.g.
+    /// The log line in the text format: an ISO 8601 UTC timestamp and `key=value` words, e.g.
     /// `2025-01-01T12:00:00.000Z join room=r user=u participants=2`.
-    public var description: String {
-        let stamp = Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+    public var description: String { line(.text) }
+
+    /// The log line in `format` (`LogFormat`).
+    public func line(_ format: LogFormat) -> String { logLine.formatted(format, at: date) }
+
+    /// The event and its fields.
+    var logLine: LogLine {
         switch kind {
-        case .listening(let url): return "\(stamp) listen url=\(url.absoluteString)"
-        case .activity(let activity): return "\(stamp) \(activity)"
-        case .acceptFailed(let reason): return "\(stamp) accept-failed retry=0.25s error=\"\(reason)\""
+        case .listening(let url): LogLine("listen", [("url", .word(url.absoluteString))])
+        case .activity(let activity): activity.logLine
+        case .acceptFailed(let reason): LogLine("accept-failed", [("retry", .seconds(0.25, digits: 2, unit: "s")), ("error", .text(reason))])
         case let .heldBack(kind, lines, codes, seconds):
-            let counts = codes.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
-            return "\(stamp) held-back kind=\(kind) lines=\(lines) seconds=\(String(format: "%.1f", seconds)) codes=\(counts)"
-        case .broker(let note): return "\(stamp) broker note=\"\(note)\""
-        case .stopped: return "\(stamp) stop"
+            LogLine("held-back", [("kind", .word(kind)), ("lines", .count(lines)), ("seconds", .seconds(seconds, digits: 1, unit: "")),
+                                  ("codes", .counts(codes))])
+        case .broker(let note): LogLine("broker", [("note", .text(note))])
+        case .stopped: LogLine("stop")
         }
     }
 }

@@ -10,12 +10,13 @@ import Glibc
 let serveCommand = Command(name: "serve", help: """
 USAGE: veil serve [options]
 
-Runs the room server: WebSocket signaling at /ws (docs/protocol.md), GET /health, and the browser
-client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call). With
+Runs the room server: WebSocket signaling at /ws (docs/protocol.md), GET /health, GET /metrics
+(Prometheus' text format), and the browser client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call). With
 --tls-cert and --tls-key all of it is served over TLS: https:// and wss:// (docs/deployment.md).
 Clients join a room with a token from `veil token`; the server relays their WebRTC offers, answers
 and ICE candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and
-mutes. Prints one line per join and leave on stdout (never a token). Stop with Ctrl-C or SIGTERM:
+mutes. Prints one line per join and leave on stdout (never a token, a secret or an address;
+--log-format json for one JSON object per line). Stop with Ctrl-C or SIGTERM:
 the server stops accepting, tells its clients to reconnect (`server_shutdown`) and exits; with
 --redis their seats are held for 3 s, so clients reconnecting through a balancer resume on
 another node (a rolling restart, docs/deployment.md).
@@ -53,6 +54,8 @@ OPTIONS:
                        while it cannot be reached, joins are refused (`service_unavailable`)
   --node-id NAME       This node's name among the nodes sharing the Redis (A–Z a–z 0–9 . _ - @ + ~;
                        default: the host name and process id). Two live nodes cannot share a name
+  --log-format FORMAT  text (default: a timestamp, the event and key=value words) or json (one
+                       object per line, for a log collector; the start-up notes on stderr too)
 """, run: runServe)
 
 let tokenCommand = Command(name: "token", help: """
@@ -80,7 +83,7 @@ func loadSecret(_ args: Arguments, createIfMissing: Bool) throws -> (ServerSecre
 
 func runServe(_ argv: [String]) throws {
     let args = try Arguments(argv, valued: ["host", "port", "room-size", "secret-file", "ice-server", "max-connections", "web",
-                                            "tls-cert", "tls-key", "redis", "node-id"], booleans: [])
+                                            "tls-cert", "tls-key", "redis", "node-id", "log-format"], booleans: [])
     guard args.positionals.isEmpty else { throw UsageError("serve takes no positional arguments") }
     let port = try args.int("port", default: RoomServer.defaultPort, range: 0...65535)
     let roomSize = try args.int("room-size", default: 8, range: 2...32)
@@ -91,9 +94,17 @@ func runServe(_ argv: [String]) throws {
     let web = try webDirectory(option: args.value("web"))
     let tls = try serverCertificate(certificate: args.value("tls-cert"), key: args.value("tls-key"))
     let redis = try redisBroker(address: args.value("redis"), node: args.value("node-id"))
+    let format = try logFormat(args.value("log-format"))
+    // The notes about the server itself go to stderr, in the log's format.
+    let say: (String) -> Void = { message in
+        switch format {
+        case .text: Terminal.note(message)
+        case .json: FileHandle.standardError.write(Data((LogFormat.json.note(message) + "\n").utf8))
+        }
+    }
     // One descriptor per client: the usual soft limit of 1024 would refuse clients long before the CPU is busy.
     let files = OpenFileLimit.raiseToHard()
-    if let problem = files.problem { Terminal.note("veil serve: open-file limit \(files.soft): \(problem)") }
+    if let problem = files.problem { say("veil serve: open-file limit \(files.soft): \(problem)") }
 
     // Ctrl-C and SIGTERM are caught from before the server starts: whoever starts `veil serve` and
     // stops it as soon as it says it listens must not find the signal ignored on the way in.
@@ -107,35 +118,44 @@ func runServe(_ argv: [String]) throws {
     // Log lines go to stdout as they happen, from a task that ends with the event stream.
     let logged = DispatchSemaphore(value: 0)
     Task.detached {
-        for await event in server.events { FileHandle.standardOutput.write(Data("\(event)\n".utf8)) }
+        for await event in server.events { FileHandle.standardOutput.write(Data((event.line(format) + "\n").utf8)) }
         logged.signal()
     }
     let url = try server.start()
-    Terminal.note("veil serve: secret from \(source)")
-    if let redis { Terminal.note("veil serve: node \(redis.node), sharing rooms through Redis at \(redis.host):\(redis.port)") }
+    say("veil serve: secret from \(source)")
+    if let redis { say("veil serve: node \(redis.node), sharing rooms through Redis at \(redis.host):\(redis.port)") }
     if let tls {
-        Terminal.note("veil serve: TLS with the certificate for \(tls.subject)"
+        say("veil serve: TLS with the certificate for \(tls.subject)"
                       + (tls.notAfter.map { ", valid until \(ISO8601DateFormatter().string(from: $0))" } ?? ""))
-        if tls.hasExpired() { Terminal.note("veil serve: this certificate has EXPIRED: clients will refuse it; renew it") }
+        if tls.hasExpired() { say("veil serve: this certificate has EXPIRED: clients will refuse it; renew it") }
     } else if host == "0.0.0.0" || host == "::" {
-        Terminal.note("veil serve: listening on every interface, port \(server.port ?? port); signaling is not encrypted (ws://)")
+        say("veil serve: listening on every interface, port \(server.port ?? port); signaling is not encrypted (ws://)")
     }
     let taken = server.status().maximumConnections
     if taken < maximumConnections {
-        Terminal.note("veil serve: at most \(taken) connections (the open-file limit is \(files.soft)); raise it with ulimit -n for more")
+        say("veil serve: at most \(taken) connections (the open-file limit is \(files.soft)); raise it with ulimit -n for more")
     }
-    Terminal.note("veil serve: clients connect to \(url.absoluteString); health at \(server.healthURL?.absoluteString ?? "/health"). Ctrl-C stops.")
+    say("veil serve: clients connect to \(url.absoluteString); health at \(server.healthURL?.absoluteString ?? "/health"), metrics at \(server.metricsURL?.absoluteString ?? "/metrics"). Ctrl-C stops.")
     if let directory = web.directory {
-        Terminal.note("veil serve: browser client at \(server.pageURL?.absoluteString ?? "/") (from \(directory.path))")
+        say("veil serve: browser client at \(server.pageURL?.absoluteString ?? "/") (from \(directory.path))")
     } else if let problem = web.problem {
-        Terminal.note("veil serve: no browser client: \(problem); signaling works as usual")
+        say("veil serve: no browser client: \(problem); signaling works as usual")
     }
 
     stop.wait()
-    Terminal.note("veil serve: stopping")
+    say("veil serve: stopping")
     server.stop()
     _ = logged.wait(timeout: .now() + 2)
     sources.forEach { $0.cancel() }
+}
+
+/// `--log-format text|json` (default text).
+func logFormat(_ option: String?) throws -> LogFormat {
+    guard let option else { return .text }
+    guard let format = LogFormat(rawValue: option) else {
+        throw UsageError("--log-format must be \(LogFormat.allCases.map(\.rawValue).joined(separator: " or ")), not \(option)")
+    }
+    return format
 }
 
 /// `--redis HOST:PORT` and `--node-id NAME` (which needs `--redis`).

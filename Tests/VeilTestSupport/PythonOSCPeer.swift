@@ -29,8 +29,9 @@ public enum PythonOSCPeer {
         return python
     }
 
-    /// Runs `osc_peer.py arguments…` with `input` on its standard input; its standard output.
-    public static func run(_ arguments: [String], input: Data) throws -> Data {
+    /// Runs `osc_peer.py arguments…` (or another `script` of the environment's directory) with
+    /// `input` on its standard input; its standard output.
+    public static func run(_ arguments: [String], input: Data, script: URL = script) throws -> Data {
         let process = Process()
         process.executableURL = try interpreter()
         process.arguments = [script.path] + arguments
@@ -45,7 +46,7 @@ public enum PythonOSCPeer {
         let errors = stderr.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw Failure("osc_peer.py \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): \(String(decoding: errors, as: UTF8.self))")
+            throw Failure("\(script.lastPathComponent) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): \(String(decoding: errors, as: UTF8.self))")
         }
         return output
     }
