@@ -78,7 +78,7 @@ public final class ChildProcess: Sendable {
     /// What the test calls it (in messages).
     public let name: String
     /// The running process (to signal it, or wait for its end).
-    nonisolated(unsafe) public let process: Process
+    public let process: Process
     private let output = Collector()
 
     /// Starts `executable arguments` in `directory` (see `TestProgram.process` for `environment`);
