@@ -2,10 +2,10 @@ import Foundation
 import VeilCore
 
 /// A message on a node's broker channel (`veil:node:<name>` in Redis): JSON written by the broker's
-/// scripts (membership: admitted, refused, joined, left, muted, replaced) or by another node
+/// scripts (membership: admitted, refused, joined, left, muted, replaced, state) or by another node
 /// (relay). Decoding it gives the `RoomBrokerEvent` for the node that receives it.
 struct BrokerMessage: Codable, Equatable {
-    /// admitted, refused, joined, left, muted, replaced, relay.
+    /// admitted, refused, joined, left, muted, replaced, state, relay.
     var t: String
     var room: String
     var user: String?
@@ -83,6 +83,10 @@ struct BrokerMessage: Codable, Equatable {
                 return .success(.muted(room: room, user: try need(message.user, "user"), muted: try need(message.muted, "muted")))
             case "replaced":
                 return .success(.replaced(room: room, user: try need(message.user, "user"), node: try need(message.node, "node")))
+            case "state":
+                let everyone = message.others ?? []
+                return .success(.roomState(room: room, ours: everyone.filter { $0.node == node }.map(\.user),
+                                           others: everyone.filter { $0.node != node }))
             case "relay":
                 return .success(.relayed(room: room, to: try need(message.to, "to"), message: try need(message.msg, "msg")))
             default:

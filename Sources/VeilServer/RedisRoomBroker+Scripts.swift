@@ -111,6 +111,27 @@ extension RedisRoomBroker {
     return 1
     """#
 
+    /// ARGV: node. For each room where the node has a seat, publishes the room's participants to the
+    /// node ('state'), in Redis's order with the room's other changes: what it missed while away.
+    static let state = prelude + #"""
+    local node = ARGV[1]
+    local seen = {}
+    for _, member in ipairs(redis.call('SMEMBERS', 'veil:members:' .. node)) do
+      local room = split(member, ' ')
+      if not seen[room] then
+        seen[room] = true
+        local everyone = {}
+        local all = redis.call('HGETALL', 'veil:room:' .. room)
+        for i = 1, #all, 2 do
+          local n, m = split(all[i + 1], '|')
+          table.insert(everyone, {u = all[i], n = n, m = m == '1'})
+        end
+        redis.call('PUBLISH', 'veil:node:' .. node, cjson.encode({t = 'state', room = room, others = everyone}))
+      end
+    end
+    return 1
+    """#
+
     /// No arguments. Every node whose registration has run out is taken for dead: its participants
     /// leave their rooms (`timeout`), and the other nodes there are told. Returns the dead nodes' names.
     static let reap = prelude + #"""

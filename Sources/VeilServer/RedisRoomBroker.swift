@@ -33,7 +33,9 @@ public struct RedisBrokerConfiguration: Equatable, Sendable {
 /// whose registration ran out for dead. When Redis cannot be reached (or stops answering), joins
 /// are refused with `service_unavailable` rather than admitted without the other nodes, the node
 /// reconnects every second, and its leaves and mutes wait for the connection. If the node was
-/// taken for dead meanwhile (or Redis lost its data), its participants are asked to join again.
+/// taken for dead meanwhile (or Redis lost its data), its participants are asked to join again;
+/// if it kept its seats, Redis publishes its rooms' state to it, since what was published while
+/// it was not listening is lost.
 ///
 /// Loop-confined: created, used and stopped on the room server's GLib loop thread.
 final class RedisRoomBroker: RoomBroker {
@@ -208,6 +210,11 @@ final class RedisRoomBroker: RoomBroker {
             let queued = self.waiting
             self.waiting.removeAll()
             queued.forEach(self.send)
+            if wasDown != nil, case .integer(0)? = reply {
+                // Its seats were kept, but Redis keeps no message for a node that is not listening:
+                // the changes to its rooms meanwhile come as the rooms' state, after what waited.
+                self.run(Self.state, [self.configuration.node])
+            }
         }
     }
 

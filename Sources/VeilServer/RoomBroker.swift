@@ -74,6 +74,10 @@ public enum RoomBrokerEvent: Equatable, Sendable {
     case relayed(room: String, to: String, message: ServerMessage)
     /// This node's participant `user` of `room` joined again through `node`, which took the session over.
     case replaced(room: String, user: String, node: String)
+    /// What the broker holds of `room` now, for a node that may have missed its changes (it was
+    /// away from the broker but kept its seats): `ours` are this node's users seated there, `others`
+    /// everyone else. The directory brings its view of the room in line.
+    case roomState(room: String, ours: [String], others: [RemoteParticipant])
     /// The broker lost this node's membership (it was taken for dead, or the broker's data is
     /// gone): its participants must join again.
     case membershipLost(reason: String)

@@ -54,9 +54,51 @@ extension RoomDirectory {
             rooms[room]?[index].node = node
             if rooms[room]?.contains(where: { $0.node == nil }) != true { rooms[room] = nil }
             return actions
+        case let .roomState(room, ours, others):
+            return catchUp(room: room, ours: Set(ours), others: others, at: time)
         case .membershipLost(let reason):
             return rejoinEverybody(reason)
         }
+    }
+
+    /// `room` as the broker holds it, after this node missed some of its changes: whoever left,
+    /// joined, (un)muted or took a seat of this node over meanwhile is told as if heard at the time.
+    private mutating func catchUp(room: String, ours: Set<String>, others: [RemoteParticipant], at time: SignalingTime) -> [Action] {
+        guard let members = rooms[room] else {
+            // Seats nobody here holds any more (their leave was lost): given back.
+            return ours.sorted().map { .broker(.leave(room: room, user: $0, reason: .timeout)) }
+        }
+        var actions: [Action] = []
+        let now = Dictionary(others.map { ($0.user, $0) }, uniquingKeysWith: { first, _ in first })
+        // This node's participants first: a seat taken over through another node is replaced, a seat gone is joined again.
+        for member in members where member.node == nil && !ours.contains(member.user) {
+            if let moved = now[member.user] {
+                actions += handle(RoomBrokerEvent.replaced(room: room, user: member.user, node: moved.node), at: time)
+            } else {
+                if let id = member.connection {
+                    connections.removeValue(forKey: id)
+                    actions += [.send(.error(code: .serviceUnavailable, message: "this server lost your seat in \(room) while it was away: join again"), to: id),
+                                .close(id, code: .serviceUnavailable)]
+                }
+                rooms[room]?.removeAll { $0.user == member.user }
+            }
+        }
+        let known = Set(members.map(\.user))
+        actions += ours.subtracting(known).sorted().map { .broker(.leave(room: room, user: $0, reason: .timeout)) }
+        guard rooms[room]?.contains(where: { $0.node == nil }) == true else {
+            rooms[room] = nil
+            return actions
+        }
+        // Then the others, as they are now.
+        for member in members where member.node != nil {
+            if let current = now[member.user] {
+                if current.muted != member.muted { actions += handle(RoomBrokerEvent.muted(room: room, user: member.user, muted: current.muted), at: time) }
+            } else {
+                actions += handle(RoomBrokerEvent.left(room: room, user: member.user, reason: .left), at: time)
+            }
+        }
+        for participant in others { actions += handle(RoomBrokerEvent.joined(room: room, participant: participant, resumed: false), at: time) }
+        return actions
     }
 
     private mutating func admitted(room: String, user: String, connection id: ConnectionID, resumed: Bool, muted: Bool,

@@ -2,6 +2,7 @@ import Foundation
 import VeilCore
 import VeilVision
 import VeilMedia
+import VeilTestSupport
 import XCTest
 
 /// `veil serve`, `veil token` and two `veil call` processes: a real call between two programs.
@@ -82,16 +83,10 @@ final class DemoCommandTests: XCTestCase {
     func testShortDemoCall() throws {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-demo-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }
-        let p = try VeilCommandTests.process(["demo", "--out", work.path, "--seconds", "5", "--quiet"],
-                                             in: FileManager.default.temporaryDirectory)
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, text)
+        let demo = try TestProgram.run(VeilCommandTests.process(["demo", "--out", work.path, "--seconds", "5", "--quiet"],
+                                                                in: FileManager.default.temporaryDirectory))
+        let (text, errors) = (demo.stdout, demo.stderr)
+        XCTAssertEqual(demo.status, 0, text)
         // Two trackers start at once (alice and bob): the runtime's log stays quiet for both.
         XCTAssertFalse(errors.contains("INFO: ["), "the LiteRT runtime's log reached stderr:\n\(errors)")
         XCTAssertTrue(text.contains("camera pixels sent (non-audio B)  0 "), text)

@@ -1,4 +1,5 @@
 import Foundation
+import VeilTestSupport
 import XCTest
 
 /// A temporary directory in which a test runs `veil` programs without a display or sound server,
@@ -23,27 +24,26 @@ struct CallWorkspace {
         return (p, out, err)
     }
 
+    /// Runs `veil args` in the directory to its end.
+    func run(_ args: [String]) throws -> TestProgram.Run {
+        try TestProgram.run(VeilCommandTests.process(args, in: directory, headless: true))
+    }
+
     /// Runs `veil args` to its end (it must succeed) and returns its standard output, trimmed.
     @discardableResult
     func runToEnd(_ args: [String], file: StaticString = #filePath, line: UInt = #line) throws -> String {
-        let (p, out, _) = try process(args)
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, "veil \(args.joined(separator: " "))", file: file, line: line)
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let run = try run(args)
+        XCTAssertEqual(run.status, 0, "veil \(args.joined(separator: " "))", file: file, line: line)
+        return run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// espeak-ng's recording of `text` (English, `wordsPerMinute`) as `name` in the directory.
     func speak(_ text: String, to name: String = "speech.wav", wordsPerMinute: Int = 150) throws {
         let espeak = try XCTUnwrap(["/usr/bin/espeak-ng", "/usr/local/bin/espeak-ng"].first { FileManager.default.isExecutableFile(atPath: $0) },
                                    "espeak-ng is not installed (scripts/bootstrap installs it)")
-        let speak = Process()
-        speak.executableURL = URL(fileURLWithPath: espeak)
-        speak.arguments = ["-v", "en", "-s", String(wordsPerMinute), "-w", directory.appendingPathComponent(name).path, text]
-        try speak.run()
-        speak.waitUntilExit()
-        XCTAssertEqual(speak.terminationStatus, 0, "espeak-ng")
+        let speak = try TestProgram.run(URL(fileURLWithPath: espeak),
+                                        ["-v", "en", "-s", String(wordsPerMinute), "-w", directory.appendingPathComponent(name).path, text])
+        XCTAssertEqual(speak.status, 0, "espeak-ng")
     }
 
     /// The secret file `veil serve` and `veil token` share.

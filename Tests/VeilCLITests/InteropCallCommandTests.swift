@@ -4,6 +4,7 @@ import VeilCall
 import VeilCore
 import VeilDatagram
 import VeilInterop
+import VeilTestSupport
 import XCTest
 
 /// `veil call --send` and `--face`: a call's own frames to a VMC Marionette (python-osc's server)
@@ -199,11 +200,8 @@ final class InteropCallCommandTests: XCTestCase {
         defer { work.remove() }
         let base = ["call", "--server", "ws://127.0.0.1:9/ws", "--room", "r", "--user", "u", "--token", "t", "--out", "none", "--audio-in", "none"]
         func run(_ extra: [String]) throws -> (status: Int32, stderr: String) {
-            let (process, _, err) = try work.process(base + extra)
-            try process.run()
-            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return (process.terminationStatus, stderr)
+            let run = try work.run(base + extra)
+            return (run.status, run.stderr)
         }
         let cases: [([String], String)] = [
             (["--send", "osc://127.0.0.1:9000"], "Veil speaks vmc:// and livelink://"),

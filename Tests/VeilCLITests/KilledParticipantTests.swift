@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -12,92 +13,49 @@ final class KilledParticipantTests: XCTestCase {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("veil-kill-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
-        func process(_ args: [String]) throws -> (Process, LineCollector) {
-            let p = try VeilCommandTests.process(args, in: work, headless: true)
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = out
-            return (p, LineCollector(out.fileHandleForReading))
+        /// `veil args`, headless, started; its standard output and error collected as lines.
+        func start(_ args: [String]) throws -> ChildProcess {
+            try ChildProcess(name: args[0], executable: try TestProgram.veil, arguments: args, directory: work,
+                             environment: VeilCommandTests.environment(headless: true))
         }
         let secret = work.appendingPathComponent("secret").path
 
-        let (server, serverLines) = try process(["serve", "--port", "0", "--secret-file", secret])
-        try server.run()
-        defer { if server.isRunning { server.terminate() }; server.waitUntilExit() }
-        let listen = try XCTUnwrap(serverLines.wait(for: { $0.contains("listen url=ws://") }, timeout: 10), "\(serverLines.all)")
+        let server = try start(["serve", "--port", "0", "--secret-file", secret])
+        defer { server.stop() }
+        let listen = try XCTUnwrap(server.line(timeout: 10) { $0.contains("listen url=ws://") }, "\(server.lines)")
         let url = try XCTUnwrap(listen.split(separator: " ").first { $0.hasPrefix("url=") }).dropFirst(4)
 
         func token(_ user: String) throws -> String {
-            let (p, lines) = try process(["token", "--room", "r1", "--user", user, "--ttl", "5m", "--secret-file", secret])
-            try p.run()
-            p.waitUntilExit()
-            return try XCTUnwrap(lines.wait(for: { $0.hasPrefix("v1.") }, timeout: 5))
+            let p = try start(["token", "--room", "r1", "--user", user, "--ttl", "5m", "--secret-file", secret])
+            p.process.waitUntilExit()
+            return try XCTUnwrap(p.line(timeout: 5) { $0.hasPrefix("v1.") })
         }
-        func call(_ user: String) throws -> (Process, LineCollector) {
-            let (p, lines) = try process(["call", "--server", String(url), "--room", "r1", "--user", user, "--token", try token(user),
-                                      "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"])
-            try p.run()
-            return (p, lines)
+        func call(_ user: String) throws -> ChildProcess {
+            try start(["call", "--server", String(url), "--room", "r1", "--user", user, "--token", try token(user),
+                       "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"])
         }
-        let (alice, aliceLines) = try call("alice")
-        defer { if alice.isRunning { alice.terminate() }; alice.waitUntilExit() }
-        XCTAssertNotNil(aliceLines.wait(for: { $0.contains(#""event":"joined""#) }, timeout: 15), "\(aliceLines.all)")
-        let (bob, bobLines) = try call("bob")
-        defer { if bob.isRunning { bob.terminate() }; bob.waitUntilExit() }
-        XCTAssertNotNil(aliceLines.wait(for: { $0.contains(#""event":"participantJoined""#) && $0.contains(#""user":"bob""#) }, timeout: 15),
-                        "alice: \(aliceLines.all)\nbob: \(bobLines.all)")
+        let alice = try call("alice")
+        defer { alice.stop() }
+        XCTAssertNotNil(alice.line(timeout: 15) { $0.contains(#""event":"joined""#) }, "\(alice.lines)")
+        let bob = try call("bob")
+        defer { bob.stop() }
+        XCTAssertNotNil(alice.line(timeout: 15) { $0.contains(#""event":"participantJoined""#) && $0.contains(#""user":"bob""#) },
+                        "alice: \(alice.lines)\nbob: \(bob.lines)")
         // Let the call settle (peer connection up, pings flowing), then kill bob outright.
-        XCTAssertNotNil(bobLines.wait(for: { $0.contains(#""event":"statistics""#) }, timeout: 10), "\(bobLines.all)")
+        XCTAssertNotNil(bob.line(timeout: 10) { $0.contains(#""event":"statistics""#) }, "\(bob.lines)")
 
         let killedAt = Date()
-        XCTAssertEqual(kill(bob.processIdentifier, SIGKILL), 0)
-        let left = aliceLines.wait(for: { $0.contains(#""event":"participantLeft""#) }, timeout: 8)
+        XCTAssertEqual(kill(bob.process.processIdentifier, SIGKILL), 0)
+        let left = alice.line(timeout: 8) { $0.contains(#""event":"participantLeft""#) }
         let elapsed = Date().timeIntervalSince(killedAt)
-        let line = try XCTUnwrap(left, "alice never saw bob leave: \(aliceLines.all.suffix(5))")
+        let line = try XCTUnwrap(left, "alice never saw bob leave: \(alice.lines.suffix(5))")
         let event = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         XCTAssertEqual(event["user"] as? String, "bob")
         XCTAssertEqual(event["reason"] as? String, "timeout")
         XCTAssertLessThanOrEqual(elapsed, 5, "participantLeft(timeout) came \(elapsed) s after the kill")
-        XCTAssertTrue(serverLines.all.contains { $0.contains("leave room=r1 user=bob reason=timeout") }
-                      || serverLines.wait(for: { $0.contains("leave room=r1 user=bob reason=timeout") }, timeout: 1) != nil)
+        XCTAssertTrue(server.lines.contains { $0.contains("leave room=r1 user=bob reason=timeout") }
+                      || server.line(timeout: 1) { $0.contains("leave room=r1 user=bob reason=timeout") } != nil)
         print(String(format: "kill -9: alice saw participantLeft(bob, timeout) %.2f s after SIGKILL", elapsed))
-        XCTAssertTrue(alice.isRunning, "alice carries on alone")
-    }
-}
-
-/// Collects a child's output lines on a thread of its own; `wait(for:)` blocks until a matching line arrives.
-private final class LineCollector: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var lines: [String] = []
-    private var partial = ""
-
-    init(_ handle: FileHandle) {
-        Thread.detachNewThread { [self] in
-            while true {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                condition.lock()
-                partial += String(decoding: data, as: UTF8.self)
-                while let newline = partial.firstIndex(of: "\n") {
-                    lines.append(String(partial[..<newline]))
-                    partial = String(partial[partial.index(after: newline)...])
-                }
-                condition.broadcast()
-                condition.unlock()
-            }
-        }
-    }
-
-    var all: [String] { condition.lock(); defer { condition.unlock() }; return lines }
-
-    /// The first line (from the start) matching `match`, waiting up to `timeout`.
-    func wait(for match: (String) -> Bool, timeout: TimeInterval) -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while true {
-            if let line = lines.first(where: match) { return line }
-            if !condition.wait(until: deadline) { return lines.first(where: match) }
-        }
+        XCTAssertTrue(alice.process.isRunning, "alice carries on alone")
     }
 }

@@ -79,12 +79,9 @@ final class TLSCommandTests: XCTestCase {
             (["--tls-key", good.key.path], 2, "--tls-key needs --tls-cert"),
         ]
         for (arguments, status, message) in cases {
-            let (serve, out, err) = try work.process(["serve", "--port", "0", "--secret-file", work.secret] + arguments)
-            try serve.run()
-            let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            serve.waitUntilExit()
-            XCTAssertEqual(serve.terminationStatus, status, "\(arguments): \(errors)")
+            let serve = try work.run(["serve", "--port", "0", "--secret-file", work.secret] + arguments)
+            let (output, errors) = (serve.stdout, serve.stderr)
+            XCTAssertEqual(serve.status, status, "\(arguments): \(errors)")
             XCTAssertTrue(errors.contains(message), "\(arguments): \(errors)")
             XCTAssertFalse(errors.contains("clients connect to") || output.contains("listen"), "\(arguments) listened: \(errors)\(output)")
         }
@@ -93,12 +90,10 @@ final class TLSCommandTests: XCTestCase {
             let locked = work.directory.appendingPathComponent("locked.key")
             try FileManager.default.copyItem(at: good.key, to: locked)
             try FileManager.default.setAttributes([.posixPermissions: 0], ofItemAtPath: locked.path)
-            let (serve, _, err) = try work.process(["serve", "--port", "0", "--secret-file", work.secret,
-                                                    "--tls-cert", good.certificate.path, "--tls-key", locked.path])
-            try serve.run()
-            let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            serve.waitUntilExit()
-            XCTAssertEqual(serve.terminationStatus, 1, errors)
+            let serve = try work.run(["serve", "--port", "0", "--secret-file", work.secret,
+                                      "--tls-cert", good.certificate.path, "--tls-key", locked.path])
+            let errors = serve.stderr
+            XCTAssertEqual(serve.status, 1, errors)
             XCTAssertTrue(errors.contains("not readable"), errors)
         }
     }
@@ -117,12 +112,10 @@ final class TLSCommandTests: XCTestCase {
             ("wss://127.0.0.1:9/ws", garbage.path, 1, "--ca-file \(garbage.path): not a PEM file of certificates"),
         ]
         for (server, caFile, status, message) in cases {
-            let (call, _, err) = try work.process(["call", "--server", server, "--ca-file", caFile, "--room", "r", "--user", "alice",
-                                                   "--token", "v1.x", "--camera", "none", "--audio-in", "none", "--out", "none", "--duration", "30"])
-            try call.run()
-            let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            call.waitUntilExit()
-            XCTAssertEqual(call.terminationStatus, status, "\(server) --ca-file \(caFile): \(errors)")
+            let call = try work.run(["call", "--server", server, "--ca-file", caFile, "--room", "r", "--user", "alice",
+                                     "--token", "v1.x", "--camera", "none", "--audio-in", "none", "--out", "none", "--duration", "30"])
+            let errors = call.stderr
+            XCTAssertEqual(call.status, status, "\(server) --ca-file \(caFile): \(errors)")
             XCTAssertTrue(errors.contains(message), "\(server) --ca-file \(caFile): \(errors)")
         }
     }
@@ -141,16 +134,13 @@ final class TLSCommandTests: XCTestCase {
         let (server, serverURL) = try work.startServer(["--tls-cert", issued.certificate.path, "--tls-key", issued.key.path])
         defer { server.terminate(); server.waitUntilExit() }
         let token = try work.tokens(["alice"], room: "secure")[0]
-        let (call, out, err) = try work.process(["call", "--server", serverURL, "--room", "secure", "--user", "alice", "--token", token,
-                                                 "--camera", "none", "--audio-in", "none", "--out", "none", "--duration", "60", "--json"]
-                                                + (giveAuthority ? ["--ca-file", authority.certificate.path] : []))
         let started = Date()
-        try call.run()
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        call.waitUntilExit()
+        let call = try work.run(["call", "--server", serverURL, "--room", "secure", "--user", "alice", "--token", token,
+                                 "--camera", "none", "--audio-in", "none", "--out", "none", "--duration", "60", "--json"]
+                                + (giveAuthority ? ["--ca-file", authority.certificate.path] : []))
+        let (output, errors) = (call.stdout, call.stderr)
         let seconds = Date().timeIntervalSince(started)
-        XCTAssertEqual(call.terminationStatus, 1, errors, file: file, line: line)
+        XCTAssertEqual(call.status, 1, errors, file: file, line: line)
         XCTAssertTrue(errors.contains("refused the TLS certificate of \(serverURL): \(reason):"), errors, file: file, line: line)
         // Said once, as an error event too; never joined, never retried until the end.
         let events = CallWorkspace.events(output)
@@ -169,16 +159,7 @@ final class TLSCommandTests: XCTestCase {
         }
     }
 
-    private func curl(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process(), out = Pipe(), err = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-sS", "--max-time", "20"] + arguments
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, stdout, stderr)
+    private func curl(_ arguments: [String]) throws -> TestProgram.Run {
+        try TestProgram.run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--max-time", "20"] + arguments)
     }
 }

@@ -178,13 +178,9 @@ final class TrackCommandTests: XCTestCase {
     /// Runs `veil args` in the workspace to its end; its exit status must be `status`.
     @discardableResult
     func run(_ args: [String], expecting status: Int32 = 0, file: StaticString = #filePath, line: UInt = #line) throws -> Result {
-        let (process, out, err) = try work.process(args)
-        try process.run()
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, status, "veil \(args.joined(separator: " ")): \(stderr)", file: file, line: line)
-        return Result(stdout: stdout, stderr: stderr)
+        let run = try work.run(args)
+        XCTAssertEqual(run.status, status, "veil \(args.joined(separator: " ")): \(run.stderr)", file: file, line: line)
+        return Result(stdout: run.stdout, stderr: run.stderr)
     }
 
     /// The `--json` summary of one run: frames, and each destination's statistics.

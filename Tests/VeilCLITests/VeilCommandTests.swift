@@ -2,6 +2,7 @@ import Foundation
 import VeilCore
 import VeilVision
 import VeilMedia
+import VeilTestSupport
 import XCTest
 
 /// `veil` as a user runs it: the built binary, real files, exit codes and messages.
@@ -17,50 +18,26 @@ final class VeilCommandTests: XCTestCase {
         try? FileManager.default.removeItem(at: work)
     }
 
-    /// The `veil` executable built next to this test bundle.
-    static var veil: URL {
-        get throws {
-            var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            for _ in 0..<4 {
-                let candidate = dir.appendingPathComponent("veil")
-                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-                dir = dir.deletingLastPathComponent()
-            }
-            throw XCTSkip("the veil executable is not built next to the tests (run `make test`)")
-        }
-    }
-
     /// `veil args` as a child process of the tests, not started: run in `directory` with Veil's
     /// cache; `headless` takes the display and the sound server away, so that calls open no window
     /// and leave the user's audio alone.
     static func process(_ args: [String], in directory: URL, headless: Bool = false) throws -> Process {
-        let process = Process()
-        process.executableURL = try veil
-        process.arguments = args
-        process.currentDirectoryURL = directory
-        var environment = ProcessInfo.processInfo.environment
-        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
-        if headless {
-            environment.removeValue(forKey: "DISPLAY")
-            environment.removeValue(forKey: "PULSE_SERVER")
-        }
-        process.environment = environment
-        return process
+        TestProgram.process(try TestProgram.veil, args, in: directory, environment: environment(headless: headless))
     }
 
-    struct Run { var status: Int32; var stdout: String; var stderr: String }
+    /// What `process` changes in the tests' environment for `veil`.
+    static func environment(headless: Bool) -> [String: String?] {
+        var environment: [String: String?] = [:]
+        if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
+        if headless {
+            environment.updateValue(nil, forKey: "DISPLAY")
+            environment.updateValue(nil, forKey: "PULSE_SERVER")
+        }
+        return environment
+    }
 
-    func veil(_ args: String...) throws -> Run {
-        let process = try Self.process(args, in: work)
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                   stderr: String(decoding: errData, as: UTF8.self))
+    func veil(_ args: String...) throws -> TestProgram.Run {
+        try TestProgram.run(Self.process(args, in: work))
     }
 
     func testSynthThenRenderEndToEnd() throws {

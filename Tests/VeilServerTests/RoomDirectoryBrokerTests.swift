@@ -86,6 +86,42 @@ final class RoomDirectoryBrokerTests: XCTestCase {
         XCTAssertEqual(h.directory.roomCount, 0)
     }
 
+    /// Back from an absence that kept its seats, a node hears the rooms' state: whoever left,
+    /// joined, (un)muted or took one of its seats over meanwhile is told as if heard at the time.
+    func testARoomsStateCatchesUpWithWhatThisNodeMissed() throws {
+        var h = brokered()
+        let (a, _) = h.join("r", "alice")
+        let (bob, carol) = (RemoteParticipant(user: "bob", node: "n2", muted: false), RemoteParticipant(user: "carol", node: "n2", muted: false))
+        _ = h.handle(.broker(.admitted(room: "r", user: "alice", connection: a, resumed: false, muted: false, others: [bob, carol])))
+        let (d, _) = h.join("r", "dave")
+        _ = h.handle(.broker(.admitted(room: "r", user: "dave", connection: d, resumed: false, muted: false, others: [bob, carol])))
+        // Unheard meanwhile: bob left, carol muted, erin joined on n3, dave took his seat over
+        // through n3, and the leave of this node's "ghost" never reached Redis.
+        let state = #"{"t":"state","room":"r","others":[{"u":"alice","n":"n1","m":false},{"u":"ghost","n":"n1","m":false},"#
+            + #"{"u":"carol","n":"n2","m":true},{"u":"erin","n":"n3","m":false},{"u":"dave","n":"n3","m":false}]}"#
+        let event = try BrokerMessage.event(from: state, forNode: "n1").get()
+        XCTAssertEqual(event, .roomState(room: "r", ours: ["alice", "ghost"],
+                                         others: [RemoteParticipant(user: "carol", node: "n2", muted: true), RemoteParticipant(user: "erin", node: "n3", muted: false),
+                                                  RemoteParticipant(user: "dave", node: "n3", muted: false)]))
+        XCTAssertEqual(h.handle(.broker(event)), [
+            .send(.error(code: .replaced, message: "another connection joined as dave in r"), to: d), .close(d, code: .replaced),
+            .broker(.leave(room: "r", user: "ghost", reason: .timeout)),
+            .send(.participantLeft(user: "bob", reason: .left), to: a), .log(.left(room: "r", user: "bob", reason: .left)),
+            .send(.muteChanged(user: "carol", muted: true), to: a),
+            .send(.participantJoined(user: "erin", muted: false), to: a),
+        ])
+        XCTAssertEqual(h.send(.offer(to: "dave", sdp: "v=0\r\n"), from: a),
+                       [.broker(.relay(room: "r", to: "dave", node: "n3", message: .offer(from: "alice", sdp: "v=0\r\n")))])
+        // A seat of this node gone altogether: its holder joins again, and the room's mirror goes.
+        XCTAssertEqual(h.handle(.broker(.roomState(room: "r", ours: [], others: [RemoteParticipant(user: "carol", node: "n2", muted: true)]))), [
+            .send(.error(code: .serviceUnavailable, message: "this server lost your seat in r while it was away: join again"), to: a),
+            .close(a, code: .serviceUnavailable),
+        ])
+        XCTAssertEqual(h.directory.roomCount, 0)
+        // The state of a room nobody here is in gives back the seats Redis still holds for this node.
+        XCTAssertEqual(h.handle(.broker(.roomState(room: "q", ours: ["zoe"], others: []))), [.broker(.leave(room: "q", user: "zoe", reason: .timeout))])
+    }
+
     /// What the scripts publish, as cjson writes it, read back into events.
     func testBrokerMessagesFromTheScripts() throws {
         let admitted = #"{"t":"admitted","room":"r","user":"alice","c":7,"resumed":false,"muted":false,"others":[{"u":"bob","n":"n2","m":true},{"u":"eve","n":"n1","m":false}]}"#

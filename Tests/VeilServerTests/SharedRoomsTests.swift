@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import VeilCore
 import VeilGLib
+import VeilTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -173,17 +173,17 @@ final class SharedRoomsTests: XCTestCase {
     private func callRidesOut(_ what: String, stopping stop: (Int) -> Void) throws {
         cluster = try ServiceCluster(nodes: 3)
         let balancer = try XCTUnwrap(cluster.balancerURL).absoluteString
-        let veil = try ServiceCluster.Workspace.veil
-        func call(_ user: String) throws -> ServiceCluster.Child {
-            try ServiceCluster.Child(name: user, executable: veil,
-                                     arguments: ["call", "--server", balancer, "--room", "r", "--user", user,
-                                                 "--token", try cluster.token(room: "r", user: user),
-                                                 "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"],
-                                     directory: cluster.workspace.directory, environment: ["DISPLAY": "", "PULSE_SERVER": ""])
+        let veil = try TestProgram.veil
+        func call(_ user: String) throws -> ChildProcess {
+            try ChildProcess(name: user, executable: veil,
+                             arguments: ["call", "--server", balancer, "--room", "r", "--user", user,
+                                         "--token", try cluster.token(room: "r", user: user),
+                                         "--audio-in", "tone", "--audio-out", "none", "--out", "none", "--duration", "40", "--json"],
+                             directory: cluster.workspace.directory, environment: ["DISPLAY": nil, "PULSE_SERVER": nil])
         }
-        func statistics(_ child: ServiceCluster.Child) -> [[String: Any]] { child.events.filter { $0["event"] as? String == "statistics" } }
+        func statistics(_ child: ChildProcess) -> [[String: Any]] { child.events.filter { $0["event"] as? String == "statistics" } }
         /// What `child` received from `peer` in each statistics round after the first `count` rounds.
-        func flowing(_ child: ServiceCluster.Child, from peer: String, after count: Int = 0) -> [(fps: Double, audio: Double)] {
+        func flowing(_ child: ChildProcess, from peer: String, after count: Int = 0) -> [(fps: Double, audio: Double)] {
             statistics(child).dropFirst(count).compactMap { event in
                 guard let entry = (event["peers"] as? [[String: Any]])?.first(where: { $0["user"] as? String == peer }) else { return nil }
                 return ((entry["expressionFramesPerSecond"] as? Double) ?? 0, (entry["audioBitrateIn"] as? Double) ?? 0)
@@ -194,7 +194,7 @@ final class SharedRoomsTests: XCTestCase {
         let bob = try call("bob")
         defer { alice.stop(); bob.stop() }
         // The call is up: expressions and voice arrive at both ends.
-        let up = { (child: ServiceCluster.Child, peer: String) in
+        let up = { (child: ChildProcess, peer: String) in
             child.wait(timeout: 30) { _ in flowing(child, from: peer).contains { $0.fps > 0 && $0.audio > 0 } }
         }
         XCTAssertTrue(up(alice, "bob"), alice.text)
@@ -322,6 +322,165 @@ final class SharedRoomsTests: XCTestCase {
         XCTAssertEqual(daveJoined.participants, [])
     }
 
+    /// A network partition between one node and Redis, the link reset: every connection of that
+    /// node to Redis is closed with a reset and new ones are refused, while the other nodes reach
+    /// Redis as before. See `partitionOneNode`.
+    func testANodePartitionedFromRedisByResetsStopsAdmittingAndTheRoomStaysOne() throws {
+        try partitionOneNode(.reset)
+    }
+
+    /// The same partition as a black hole: the node's connections to Redis stay open and carry
+    /// nothing, and new ones are accepted and carry nothing (no error ever reaches the node).
+    func testANodePartitionedFromRedisByABlackHoleStopsAdmittingAndTheRoomStaysOne() throws {
+        try partitionOneNode(.blackHole)
+    }
+
+    /// node3 alone is cut from Redis (through `cluster.redisRelay`) while a room has participants on
+    /// every node: the cut node says so on /health and refuses joins rather than admit anyone the
+    /// others do not know of; the others take it for dead once its registration runs out and report
+    /// its participants `left(timeout)`; its participant behind the balancer (cut by haproxy once
+    /// /health fails) comes back through another node into the same room. When the link heals, the
+    /// cut node registers again, asks its own stale participant to join again, and admits: one room.
+    private func partitionOneNode(_ cut: TCPRelay.Mode) throws {
+        cluster = try ServiceCluster(nodes: 3, relayedNode: 2)
+        let relay = try XCTUnwrap(cluster.redisRelay)
+        let balancer = try XCTUnwrap(cluster.balancerURL)
+        // Three participants through the balancer land on the three nodes (leastconn); the one on node3 is cut off with it.
+        let users = ["alice", "bob", "carol"]
+        var clients: [String: WebSocketTestClient] = [:]
+        for user in users { clients[user] = try join(user, room: "r", at: balancer).0 }
+        let nodeOf = Dictionary(uniqueKeysWithValues: users.map { ($0, cluster.node(ofJoin: $0, room: "r")) })
+        XCTAssertEqual(Set(nodeOf.values.compactMap { $0 }), ["node1", "node2", "node3"], "the balancer did not spread the room over every node")
+        let cutUser = try XCTUnwrap(users.first { nodeOf[$0] == "node3" })
+        let others = users.filter { $0 != cutUser }
+        // And one participant connected to node3 directly, who stays there throughout.
+        let (dave, _) = try join("dave", room: "r", at: cluster.nodeURLs[2])
+        for user in others {
+            XCTAssertNotNil(clients[user]?.next(timeout: 5) { $0 == .participantJoined(user: "dave", muted: false) }, user)
+        }
+        print("\(cut): \(cutUser) on node3 through the balancer, dave on node3 directly, \(others.joined(separator: " and ")) on node1 and node2")
+
+        relay.set(cut)
+        let cutAt = Date()
+        func since(_ date: Date) -> String { String(format: "%.2f s", Date().timeIntervalSince(date)) }
+        var health = (status: UInt32(0), body: "")
+        while Date().timeIntervalSince(cutAt) < 20 {
+            health = try httpGet(cluster.healthURL(node: 2))
+            if health.status == 503 { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        print("\(cut): node3's /health says 503 after \(since(cutAt)): \(health.body)")
+        XCTAssertEqual(health.status, 503)
+        XCTAssertTrue(health.body.contains(#""status":"unavailable""#) && health.body.contains("Redis"), health.body)
+        for index in 0..<2 { XCTAssertEqual(try httpGet(cluster.healthURL(node: index)).status, 200, "node\(index + 1) was not cut") }
+        // Nobody gets into the room through the cut node: no second copy of it there.
+        let erin = try WebSocketTestClient.connect(to: cluster.nodeURLs[2], name: "erin", loop: clientLoop)
+        erin.send(.join(room: "r", user: "erin", token: try cluster.token(room: "r", user: "erin")))
+        let refusal = erin.next(timeout: 10) { if case .error = $0 { true } else { false } }
+        guard case let .error(code, message)? = refusal else { return XCTFail("no refusal: \(String(describing: refusal))") }
+        XCTAssertEqual(code, .serviceUnavailable)
+        XCTAssertTrue(message.contains("cannot reach"), message)
+        XCTAssertEqual(erin.waitClosed(timeout: 5), WebSocketCloseCode.serviceUnavailable.rawValue)
+
+        // haproxy takes node3 out (its /health fails) and cuts its connections; the client comes
+        // back through the balancer at once, as clients do, until a node admits it.
+        let cutClient = try XCTUnwrap(clients[cutUser])
+        XCTAssertNotNil(cutClient.waitClosed(timeout: 15), "haproxy did not cut \(cutUser)'s connection to node3")
+        print("\(cut): haproxy cut \(cutUser)'s connection \(since(cutAt)) after the cut")
+        var back: (client: WebSocketTestClient, joined: ServerMessage.Joined)?
+        var attempts = 0
+        while back == nil, attempts < 20 {
+            attempts += 1
+            let client = try WebSocketTestClient.connect(to: balancer, name: cutUser, loop: clientLoop)
+            client.send(.join(room: "r", user: cutUser, token: try cluster.token(room: "r", user: cutUser)))
+            let answer = client.next(timeout: 10) { if case .joined = $0 { true } else if case .error = $0 { true } else { false } }
+            if case .joined(let joined)? = answer { back = (client, joined) } else { Thread.sleep(forTimeInterval: 0.2) }
+        }
+        let (returned, rejoined) = try XCTUnwrap(back, "\(cutUser) found no node to take them back")
+        let returnedTo = cluster.node(ofJoin: cutUser, room: "r", after: "node3")
+        print("\(cut): \(cutUser) back in the room on \(returnedTo ?? "?") \(since(cutAt)) after the cut, attempt \(attempts), "
+              + (rejoined.resumed ? "seat resumed" : "seat taken back already: joined afresh"))
+        XCTAssertNotNil(returnedTo)
+        XCTAssertTrue(Set(rejoined.participants.map(\.user)).isSuperset(of: others), "\(rejoined.participants)")
+
+        // The other nodes take node3 for dead once its registration runs out: dave leaves their
+        // participants' room as timeout (by the time printed: it may have come while the above ran).
+        for user in others {
+            let left = clients[user]?.next(timeout: 15) { $0 == .participantLeft(user: "dave", reason: .timeout) }
+            XCTAssertNotNil(left, "\(user) did not see dave leave: \(clients[user]?.pending ?? [])")
+            print("\(cut): \(user) has dave left(timeout) by \(since(cutAt)) after the cut")
+        }
+        for user in others {
+            // A seat resumed before node3 was taken for dead moved with its holder (nobody sees
+            // them go); one taken back with node3 left as timeout, and its holder joined again.
+            let seen = clients[user]?.pending.filter { $0 == .participantLeft(user: cutUser, reason: .timeout) || $0 == .participantJoined(user: cutUser, muted: false) }
+            if rejoined.resumed {
+                XCTAssertNil(clients[user]?.next(timeout: 0.5) { $0 == .participantLeft(user: cutUser, reason: .timeout) }, "\(user): \(seen ?? [])")
+            } else {
+                XCTAssertNotNil(clients[user]?.next(timeout: 5) { $0 == .participantLeft(user: cutUser, reason: .timeout) }, "\(user): \(seen ?? [])")
+                XCTAssertNotNil(clients[user]?.next(timeout: 5) { $0 == .participantJoined(user: cutUser, muted: false) }, "\(user): \(seen ?? [])")
+            }
+        }
+        // One room: both others reach them, and they reach both.
+        for user in others {
+            clients[user]?.send(.offer(to: cutUser, sdp: Self.sdp))
+            XCTAssertEqual(returned.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: user, sdp: Self.sdp))
+            returned.send(.answer(to: user, sdp: Self.sdp))
+            XCTAssertEqual(clients[user]?.next(timeout: 5) { if case .answer = $0 { true } else { false } }, .answer(from: cutUser, sdp: Self.sdp))
+        }
+
+        // The link heals: node3 registers again, finds itself taken for dead, and asks dave to join again.
+        relay.set(.forwarding)
+        let healedAt = Date()
+        XCTAssertEqual(dave.nextError(timeout: 15), .serviceUnavailable)
+        XCTAssertEqual(dave.waitClosed(timeout: 5), WebSocketCloseCode.serviceUnavailable.rawValue)
+        print("\(cut): healed; node3 asks dave to join again \(since(healedAt)) after")
+        while Date().timeIntervalSince(healedAt) < 20, (try? httpGet(cluster.healthURL(node: 2)))?.status != 200 {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        XCTAssertEqual(try httpGet(cluster.healthURL(node: 2)).status, 200)
+        print("\(cut): healed; node3's /health says 200 after \(since(healedAt))")
+        // It admits again, into the one room everybody else is in.
+        let (_, daveJoined) = try join("dave", room: "r", at: cluster.nodeURLs[2])
+        XCTAssertEqual(Set(daveJoined.participants.map(\.user)), Set(users))
+        XCTAssertFalse(daveJoined.resumed)
+        for user in others {
+            XCTAssertNotNil(clients[user]?.next(timeout: 5) { $0 == .participantJoined(user: "dave", muted: false) }, user)
+        }
+        XCTAssertNotNil(returned.next(timeout: 5) { $0 == .participantJoined(user: "dave", muted: false) })
+    }
+
+    /// A partition shorter than the registration (3 s): the node keeps its seats, and what changed
+    /// in its rooms while it was not listening (Redis keeps no messages for it) reaches its
+    /// participants once it is back, so that they see the room the others see.
+    func testANodeBackFromAShortPartitionCatchesUpWithItsRooms() throws {
+        cluster = try ServiceCluster(nodes: 2, balancer: false, relayedNode: 1)
+        let relay = try XCTUnwrap(cluster.redisRelay)
+        let (alice, _) = try join("alice", room: "r", at: cluster.nodeURLs[0])
+        let (bob, _) = try join("bob", room: "r", at: cluster.nodeURLs[0])
+        let (dave, _) = try join("dave", room: "r", at: cluster.nodeURLs[1])
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantJoined(user: "dave", muted: false) })
+        relay.set(.reset)
+        let cutAt = Date()
+        // While node2 is away: frank joins and bob leaves on node1; dave's seat is kept.
+        let (frank, frankJoined) = try join("frank", room: "r", at: cluster.nodeURLs[0])
+        XCTAssertEqual(Set(frankJoined.participants.map(\.user)), ["alice", "bob", "dave"])
+        bob.send(.leave)
+        XCTAssertNotNil(alice.next(timeout: 5) { $0 == .participantLeft(user: "bob", reason: .left) })
+        relay.set(.forwarding)
+        let healedAt = Date()
+        XCTAssertEqual(dave.next(timeout: 10) { if case .participantJoined = $0 { true } else { false } }, .participantJoined(user: "frank", muted: false))
+        XCTAssertEqual(dave.next(timeout: 5) { if case .participantLeft = $0 { true } else { false } }, .participantLeft(user: "bob", reason: .left))
+        print(String(format: "node2 cut for %.0f ms: dave hears of frank's join and bob's leave %.2f s after the link healed",
+                     healedAt.timeIntervalSince(cutAt) * 1000, Date().timeIntervalSince(healedAt)))
+        XCTAssertNil(dave.waitClosed(timeout: 0.2), "dave kept his seat and his connection")
+        XCTAssertNil(alice.next(timeout: 1) { if case .participantLeft = $0 { true } else { false } }, "nobody else left")
+        frank.send(.offer(to: "dave", sdp: Self.sdp))
+        XCTAssertEqual(dave.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "frank", sdp: Self.sdp))
+        dave.send(.answer(to: "frank", sdp: Self.sdp))
+        XCTAssertEqual(frank.next(timeout: 5) { if case .answer = $0 { true } else { false } }, .answer(from: "dave", sdp: Self.sdp))
+    }
+
     func testServeSaysWhatIsWrongWithItsRedisOptions() throws {
         let workspace = try ServiceCluster.Workspace()
         defer { workspace.remove() }
@@ -365,88 +524,9 @@ final class ServiceCluster {
         }
         func remove() { try? FileManager.default.removeItem(at: directory) }
 
-        /// The `veil` executable built next to the tests.
-        static var veil: URL {
-            get throws {
-                var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-                for _ in 0..<4 {
-                    let candidate = dir.appendingPathComponent("veil")
-                    if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-                    dir = dir.deletingLastPathComponent()
-                }
-                throw XCTSkip("the veil executable is not built next to the tests (run `make test`)")
-            }
-        }
-
-        struct Run { var status: Int32; var stdout: String; var stderr: String }
-
         /// Runs `veil arguments` to its end.
-        func run(_ arguments: [String]) throws -> Run {
-            let process = Process()
-            process.executableURL = try Self.veil
-            process.arguments = arguments
-            process.currentDirectoryURL = directory
-            let out = Pipe(), err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            // Both are a few lines: neither pipe fills while the other is read.
-            let outData = out.fileHandleForReading.readDataToEndOfFile()
-            let errData = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return Run(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                       stderr: String(decoding: errData, as: UTF8.self))
-        }
-    }
-
-    /// A child process whose standard output and error are collected as they come.
-    final class Child {
-        let name: String
-        let process = Process()
-        private final class Output: Sendable { let text = Mutex("") }
-        private let output = Output()
-        init(name: String, executable: URL, arguments: [String], directory: URL, environment: [String: String] = [:]) throws {
-            self.name = name
-            process.executableURL = executable
-            process.arguments = arguments
-            process.currentDirectoryURL = directory
-            // An empty value removes the variable.
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.filter { !$0.value.isEmpty }
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            pipe.fileHandleForReading.readabilityHandler = { [output] handle in
-                let data = handle.availableData
-                if data.isEmpty { handle.readabilityHandler = nil; return }
-                output.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
-            }
-            try process.run()
-        }
-        var text: String { output.text.withLock { $0 } }
-
-        /// The JSON lines of the output so far (`veil call --json`'s events).
-        var events: [[String: Any]] {
-            text.split(separator: "\n").compactMap { line in
-                guard line.hasPrefix("{") else { return nil }
-                return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-            }
-        }
-
-        /// Waits up to `timeout` for `predicate` on the output so far.
-        func wait(timeout: TimeInterval, for predicate: (String) -> Bool) -> Bool {
-            let deadline = Date().addingTimeInterval(timeout)
-            while Date() < deadline {
-                if predicate(text) { return true }
-                if !process.isRunning { return predicate(text) }
-                Thread.sleep(forTimeInterval: 0.05)
-            }
-            return predicate(text)
-        }
-
-        func stop() {
-            guard process.isRunning else { return }
-            process.terminate()
-            process.waitUntilExit()
+        func run(_ arguments: [String]) throws -> TestProgram.Run {
+            try TestProgram.run(try TestProgram.veil, arguments, in: directory)
         }
     }
 
@@ -454,11 +534,13 @@ final class ServiceCluster {
     let secretFile: URL
     let authority: TokenAuthority
     let redisPort: Int
-    private(set) var redis: Child?
-    private(set) var nodes: [Child] = []
+    private(set) var redis: ChildProcess?
+    private(set) var nodes: [ChildProcess] = []
     private(set) var nodeURLs: [URL] = []
-    private(set) var balancer: Child?
+    private(set) var balancer: ChildProcess?
     private(set) var balancerURL: URL?
+    /// The relay between node `relayedNode` and Redis, which a test cuts (a network partition of that node alone).
+    private(set) var redisRelay: TCPRelay?
 
     /// A free TCP port on 127.0.0.1 (bound and released: nothing else on this machine takes it in between, usually).
     static func freePort() throws -> Int {
@@ -489,15 +571,16 @@ final class ServiceCluster {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Starts Redis, `nodes` nodes (`veil serve --redis … --node-id nodeN`, with `arguments`) and,
-    /// with `balancer`, haproxy in front of them (deploy/haproxy.cfg takes three nodes).
-    init(nodes count: Int, arguments: [String] = [], balancer withBalancer: Bool = true) throws {
+    /// with `balancer`, haproxy in front of them (deploy/haproxy.cfg takes three nodes). Node
+    /// `relayedNode` (0-based), if given, reaches Redis through `redisRelay`; the others directly.
+    init(nodes count: Int, arguments: [String] = [], balancer withBalancer: Bool = true, relayedNode: Int? = nil) throws {
         workspace = try Workspace()
         secretFile = workspace.directory.appendingPathComponent("secret")
         let secret = try ServerSecret.create(at: secretFile)
         authority = TokenAuthority(secret: secret)
         redisPort = try Self.freePort()
         do {
-            try start(count, arguments: arguments, balancer: withBalancer)
+            try start(count, arguments: arguments, balancer: withBalancer, relayedNode: relayedNode)
         } catch {
             stop()
             throw error
@@ -506,7 +589,7 @@ final class ServiceCluster {
 
     /// Starts redis-server on `redisPort`, without persistence (a restart loses everything).
     private func startRedis() throws {
-        let redis = try Child(name: "redis", executable: try Self.executable("redis-server", package: "redis-server"),
+        let redis = try ChildProcess(name: "redis", executable: try Self.executable("redis-server", package: "redis-server"),
                               arguments: ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                                           "--dir", workspace.directory.path],
                               directory: workspace.directory)
@@ -533,13 +616,19 @@ final class ServiceCluster {
         URL(string: "http://127.0.0.1:\(nodeURLs[index].port ?? 0)/health")!
     }
 
-    private func start(_ count: Int, arguments: [String], balancer withBalancer: Bool) throws {
+    private func start(_ count: Int, arguments: [String], balancer withBalancer: Bool, relayedNode: Int?) throws {
         try startRedis()
-        let veil = try Workspace.veil
+        let veil = try TestProgram.veil
         for index in 1...count {
-            let node = try Child(name: "node\(index)", executable: veil,
+            var port = redisPort
+            if index - 1 == relayedNode {
+                let relay = try TCPRelay(upstreamPort: redisPort)
+                redisRelay = relay
+                port = relay.port
+            }
+            let node = try ChildProcess(name: "node\(index)", executable: veil,
                                  arguments: ["serve", "--port", "0", "--web", "none", "--secret-file", secretFile.path,
-                                             "--redis", "127.0.0.1:\(redisPort)", "--node-id", "node\(index)"] + arguments,
+                                             "--redis", "127.0.0.1:\(port)", "--node-id", "node\(index)"] + arguments,
                                  directory: workspace.directory)
             nodes.append(node)
             var url: URL?
@@ -555,9 +644,9 @@ final class ServiceCluster {
         guard withBalancer else { return }
         precondition(count == 3, "deploy/haproxy.cfg names three nodes")
         let port = try Self.freePort()
-        var environment = ["VEIL_BIND": "127.0.0.1:\(port)"]
+        var environment: [String: String?] = ["VEIL_BIND": "127.0.0.1:\(port)"]
         for (index, url) in nodeURLs.enumerated() { environment["VEIL_NODE\(index + 1)"] = "127.0.0.1:\(url.port ?? 0)" }
-        let haproxy = try Child(name: "haproxy", executable: try Self.executable("haproxy", package: "haproxy"),
+        let haproxy = try ChildProcess(name: "haproxy", executable: try Self.executable("haproxy", package: "haproxy"),
                                 arguments: ["-db", "-f", Self.root.appendingPathComponent("deploy/haproxy.cfg").path],
                                 directory: workspace.directory, environment: environment)
         balancer = haproxy
@@ -601,6 +690,7 @@ final class ServiceCluster {
         signalRedis(SIGCONT)
         balancer?.stop()
         nodes.forEach { $0.stop() }
+        redisRelay?.stop()
         redis?.stop()
         workspace.remove()
     }

@@ -6,6 +6,7 @@ import VeilCore
 import VeilVision
 import VeilRender
 import VeilServer
+import VeilTestSupport
 import XCTest
 
 /// The browser client (web/) in Debian's headless chromium, driven over WebDriver, in real calls:
@@ -892,22 +893,10 @@ final class BrowserCallTests: XCTestCase {
     /// `veil args` as a child process (the executable built next to the tests), headless, its
     /// standard output collected; ended in `tearDown` if still running.
     private func veil(_ args: [String]) throws -> Child {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var executable: URL?
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("veil")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { executable = candidate; break }
-            directory = directory.deletingLastPathComponent()
-        }
-        let process = Process()
-        process.executableURL = try XCTUnwrap(executable, "the veil executable is not built next to the tests")
-        process.arguments = args
-        process.currentDirectoryURL = work
-        var environment = ProcessInfo.processInfo.environment
+        var environment: [String: String?] = ["DISPLAY": nil, "PULSE_SERVER": nil]
         if let cache = VeilResources.cacheDirectory { environment["VEIL_CACHE"] = cache.path }
-        environment.removeValue(forKey: "DISPLAY")
-        environment.removeValue(forKey: "PULSE_SERVER")
-        process.environment = environment
+        let process = TestProgram.process(try XCTUnwrap(TestProgram.built("veil"), "the veil executable is not built next to the tests"),
+                                          args, in: work, environment: environment)
         let pipe = Pipe()
         let child = Child(process: process)
         pipe.fileHandleForReading.readabilityHandler = { handle in

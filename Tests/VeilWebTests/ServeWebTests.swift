@@ -1,5 +1,6 @@
 import Foundation
 import VeilCore
+import VeilTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -81,20 +82,9 @@ final class ServeWebTests: XCTestCase {
     }
 
     private func startServe(_ extra: [String]) throws -> (Process, Int, String) {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var executable: URL?
-        for _ in 0..<4 where executable == nil {
-            let candidate = directory.appendingPathComponent("veil")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { executable = candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-        let process = Process()
-        process.executableURL = try XCTUnwrap(executable, "veil is not built next to the tests")
-        process.arguments = ["serve", "--port", "0", "--secret-file", work.appendingPathComponent("secret").path] + extra
-        process.currentDirectoryURL = work
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "VEIL_WEB")
-        process.environment = environment
+        let process = TestProgram.process(try XCTUnwrap(TestProgram.built("veil"), "veil is not built next to the tests"),
+                                          ["serve", "--port", "0", "--secret-file", work.appendingPathComponent("secret").path] + extra,
+                                          in: work, environment: ["VEIL_WEB": nil])
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice
