@@ -81,6 +81,9 @@ extension RoomDirectory {
                                 .close(id, code: .serviceUnavailable)]
                 }
                 rooms[room]?.removeAll { $0.user == member.user }
+                // This node's others in the room heard nothing of it either.
+                actions += broadcast(.participantLeft(user: member.user, reason: .left), in: room, except: member.user)
+                    + [.log(.left(room: room, user: member.user, reason: .left))]
             }
         }
         let known = Set(members.map(\.user))

@@ -112,10 +112,24 @@ final class RoomDirectoryBrokerTests: XCTestCase {
         ])
         XCTAssertEqual(h.send(.offer(to: "dave", sdp: "v=0\r\n"), from: a),
                        [.broker(.relay(room: "r", to: "dave", node: "n3", message: .offer(from: "alice", sdp: "v=0\r\n")))])
-        // A seat of this node gone altogether: its holder joins again, and the room's mirror goes.
-        XCTAssertEqual(h.handle(.broker(.roomState(room: "r", ours: [], others: [RemoteParticipant(user: "carol", node: "n2", muted: true)]))), [
+        // A seat of this node gone altogether: its holder joins again, and this node's others in
+        // the room see it leave.
+        let carolNow = RemoteParticipant(user: "carol", node: "n2", muted: true)
+        let (f, _) = h.join("r", "frank")
+        _ = h.handle(.broker(.admitted(room: "r", user: "frank", connection: f, resumed: false, muted: false,
+                                       others: [carolNow, RemoteParticipant(user: "erin", node: "n3", muted: false),
+                                                RemoteParticipant(user: "dave", node: "n3", muted: false)])))
+        XCTAssertEqual(h.handle(.broker(.roomState(room: "r", ours: ["frank"], others: [carolNow]))), [
             .send(.error(code: .serviceUnavailable, message: "this server lost your seat in r while it was away: join again"), to: a),
             .close(a, code: .serviceUnavailable),
+            .send(.participantLeft(user: "alice", reason: .left), to: f), .log(.left(room: "r", user: "alice", reason: .left)),
+            .send(.participantLeft(user: "erin", reason: .left), to: f), .log(.left(room: "r", user: "erin", reason: .left)),
+            .send(.participantLeft(user: "dave", reason: .left), to: f), .log(.left(room: "r", user: "dave", reason: .left)),
+        ])
+        // The last of them gone too: the room's mirror goes.
+        XCTAssertEqual(h.handle(.broker(.roomState(room: "r", ours: [], others: [carolNow]))), [
+            .send(.error(code: .serviceUnavailable, message: "this server lost your seat in r while it was away: join again"), to: f),
+            .close(f, code: .serviceUnavailable), .log(.left(room: "r", user: "frank", reason: .left)),
         ])
         XCTAssertEqual(h.directory.roomCount, 0)
         // The state of a room nobody here is in gives back the seats Redis still holds for this node.
