@@ -900,29 +900,12 @@ final class ServeProcess: @unchecked Sendable {
 enum HTTPProbe {
     /// The body of a `200` answer.
     static func get(port: Int, path: String, timeoutSeconds: Int = 3) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw VeilError.io("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
-        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw VeilError.io("cannot connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else {
-            throw VeilError.io("cannot send the request to 127.0.0.1:\(port)")
-        }
+        let connection = try LoopbackConnection(port: port, timeoutSeconds: timeoutSeconds)
+        try connection.send("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while response.count < 1 << 20 {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count < 0 && errno == EINTR { continue }
+            let count = connection.receive(into: &buffer)
             guard count >= 0 else { throw VeilError.io("no answer from 127.0.0.1:\(port)\(path) within \(timeoutSeconds) s") }
             if count == 0 { break }
             response.append(contentsOf: buffer[0..<count])

@@ -45,15 +45,16 @@ final class ChildProcess: @unchecked Sendable {
         // Both pipes are drained on threads of their own (blocking reads), or the child would block on a full pipe.
         let open = Mutex(2)
         let streamEnded: @Sendable () -> Void = { if open.withLock({ $0 -= 1; return $0 }) == 0 { ended() } }
-        Self.drain(output.fileHandleForReading, name: "veil-bench-\(name)-out", line: { line(.output, $0) }, ended: streamEnded)
-        Self.drain(errors.fileHandleForReading, name: "veil-bench-\(name)-err", line: { line(.error, $0) }, ended: streamEnded)
+        Self.readLines(output.fileHandleForReading, name: "veil-bench-\(name)-out", line: { line(.output, $0) }, ended: streamEnded)
+        Self.readLines(errors.fileHandleForReading, name: "veil-bench-\(name)-err", line: { line(.error, $0) }, ended: streamEnded)
     }
 
     deinit { stop() }
 
-    /// Reads `handle` line by line on a thread of its own until end of file.
-    private static func drain(_ handle: FileHandle, name: String, line: @escaping @Sendable (String) -> Void,
-                              ended: @escaping @Sendable () -> Void) {
+    /// Reads `handle` line by line on a thread of its own (named `name`) until end of file, then
+    /// calls `ended`: a child's output, or Chromium's log (`ChromiumProcess`).
+    static func readLines(_ handle: FileHandle, name: String, line: @escaping @Sendable (String) -> Void,
+                          ended: @escaping @Sendable () -> Void) {
         let fd = handle.fileDescriptor
         let thread = Thread {
             withExtendedLifetime(handle) {

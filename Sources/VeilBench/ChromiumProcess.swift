@@ -90,39 +90,20 @@ final class ChromiumProcess {
 
     /// Reads `handle` line by line on a thread of its own until end of file.
     private static func read(_ handle: FileHandle, into mailbox: Mailbox, finished: DispatchSemaphore) {
-        let fd = handle.fileDescriptor
-        let thread = Thread {
-            withExtendedLifetime(handle) {
-                var pending: [UInt8] = []
-                var buffer = [UInt8](repeating: 0, count: 65536)
-                func take(_ line: String) {
-                    if let event = ChromiumAnchor.PageEvent(logLine: line) {
-                        mailbox.state.withLock { $0.events.append(event) }
-                        mailbox.arrived.signal()
-                    } else if !line.isEmpty, !line.contains("dbus") {
-                        mailbox.state.withLock { state in
-                            state.tail.append(String(line.prefix(400)))
-                            if state.tail.count > 12 { state.tail.removeFirst() }
-                        }
-                    }
-                }
-                while true {
-                    let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-                    if count < 0 && errno == EINTR { continue }
-                    guard count > 0 else { break }
-                    pending.append(contentsOf: buffer[0..<count])
-                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                        take(String(decoding: pending[..<newline], as: UTF8.self))
-                        pending.removeSubrange(...newline)
-                    }
-                }
-                if !pending.isEmpty { take(String(decoding: pending, as: UTF8.self)) }
-                mailbox.state.withLock { $0.exited = true }
+        ChildProcess.readLines(handle, name: "veil-bench-chromium-log", line: { line in
+            if let event = ChromiumAnchor.PageEvent(logLine: line) {
+                mailbox.state.withLock { $0.events.append(event) }
                 mailbox.arrived.signal()
-                finished.signal()
+            } else if !line.isEmpty, !line.contains("dbus") {
+                mailbox.state.withLock { state in
+                    state.tail.append(String(line.prefix(400)))
+                    if state.tail.count > 12 { state.tail.removeFirst() }
+                }
             }
-        }
-        thread.name = "veil-bench-chromium-log"
-        thread.start()
+        }, ended: {
+            mailbox.state.withLock { $0.exited = true }
+            mailbox.arrived.signal()
+            finished.signal()
+        })
     }
 }

@@ -59,25 +59,10 @@ struct RedisInfo: Equatable {
     }
 
     /// Sends one RESP `request` and reads its bulk-string reply (`$LENGTH\r\n…\r\n`).
-    private static func bulkString(port: Int, request: String, timeoutSeconds: Int = 3) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw VeilError.io("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
-        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw VeilError.io("cannot connect to Redis on 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
-        let bytes = Array(request.utf8)
-        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else {
-            throw VeilError.io("cannot send a command to Redis on 127.0.0.1:\(port)")
-        }
+    private static func bulkString(port: Int, request: String) throws -> String {
+        let connection: LoopbackConnection
+        do { connection = try LoopbackConnection(port: port) } catch { throw VeilError.io("Redis: \(error)") }
+        try connection.send(request)
         var reply: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16384)
         while reply.count < 1 << 22 {
@@ -90,9 +75,10 @@ struct RedisInfo: Equatable {
                 let start = end + 1
                 if reply.count >= start + length + 2 { return String(decoding: reply[start..<(start + length)], as: UTF8.self) }
             }
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw VeilError.io("Redis on 127.0.0.1:\(port) did not finish its answer within \(timeoutSeconds) s") }
+            let count = connection.receive(into: &buffer)
+            guard count > 0 else {
+                throw VeilError.io("Redis on 127.0.0.1:\(port) did not finish its answer within \(connection.timeoutSeconds) s")
+            }
             reply.append(contentsOf: buffer[0..<count])
         }
         throw VeilError.io("Redis on 127.0.0.1:\(port) answered more than 4 MiB")

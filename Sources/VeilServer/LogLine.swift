@@ -22,9 +22,9 @@ extension LogFormat {
 ///
 /// What a field may hold is fixed here: room and user names, counts, durations, error codes and
 /// the server's own notes. Never a token, a secret or a participant's address.
-struct LogLine: Equatable, Sendable {
+struct LogLine: Sendable {
     /// A field's value and how the text format shows it.
-    enum Value: Equatable, Sendable {
+    enum Value: Sendable {
         /// A name or code, bare in text: `room=standup`.
         case word(String)
         /// Free text, quoted in text: `error="Too many open files"`.
@@ -47,10 +47,6 @@ struct LogLine: Equatable, Sendable {
     init(_ event: String, _ fields: [(key: String, value: Value)] = []) {
         self.event = event
         self.fields = fields
-    }
-
-    static func == (a: LogLine, b: LogLine) -> Bool {
-        a.event == b.event && a.fields.map(\.key) == b.fields.map(\.key) && a.fields.map(\.value) == b.fields.map(\.value)
     }
 
     /// `event key=value …` (no timestamp).

@@ -54,6 +54,7 @@ final class RedisRoomBroker: RoomBroker {
     private var heartbeatSent: TimeInterval?       // an unanswered heartbeat's time
     private var attemptStarted: TimeInterval?      // when the connections now opening were started
     private(set) var roundTrips = DurationHistogram()
+    private(set) var forwarded = ServerMetrics.Tally()
 
     /// Most commands kept while Redis is away; beyond them the node's membership is rebuilt when it is back.
     static let maximumWaiting = 100_000
@@ -152,7 +153,10 @@ final class RedisRoomBroker: RoomBroker {
         case let .mute(room, user, muted):
             run(Self.mute, [room, user, node, muted ? "1" : "0"])
         case let .relay(room, to, target, message):
-            commands?.command(["PUBLISH", "veil:node:\(target)", BrokerMessage(t: "relay", room: room, to: to, msg: message).text]) { _ in }
+            guard let commands else { return }
+            let text = BrokerMessage(t: "relay", room: room, to: to, msg: message).text
+            forwarded.add(bytes: text.utf8.count)
+            commands.command(["PUBLISH", "veil:node:\(target)", text]) { _ in }
         }
     }
 

@@ -25,6 +25,8 @@ protocol RoomBroker: AnyObject {
     var problem: String? { get }
     /// How long the broker took to answer the node's heartbeats (`/metrics`).
     var roundTrips: DurationHistogram { get }
+    /// The relays it sent on to other nodes, and their bytes as sent (`/metrics`).
+    var forwarded: ServerMetrics.Tally { get }
 }
 
 /// A participant of a room as the broker knows them: on which node, muted or not.

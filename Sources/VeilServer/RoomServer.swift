@@ -653,7 +653,6 @@ final class ServerCore: @unchecked Sendable {
             metrics.record(activity)
             if logThrottle.admit(activity, now: time.monotonic) { emit(.activity(activity), time.date) }
         case .broker(let command):
-            if case let .relay(_, _, _, message) = command { metrics.recordForwarded(bytes: SignalingMessage.encode(message).utf8.count) }
             broker?.perform(command)
         }
     }
@@ -677,7 +676,7 @@ final class ServerCore: @unchecked Sendable {
         case RoomServer.metricsPath:
             let process = ServerMetrics.Reading.process()
             let reading = ServerMetrics.Reading(status: status(), node: node, brokerUp: broker.map { $0.problem == nil },
-                                                brokerRoundTrips: broker?.roundTrips,
+                                                brokerRoundTrips: broker?.roundTrips, forwarded: broker?.forwarded,
                                                 residentBytes: process.residentBytes, openFiles: process.openFiles)
             respond(message, status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
                     body: Array(metrics.exposition(reading).utf8), headers: [])

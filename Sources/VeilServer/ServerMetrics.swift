@@ -24,12 +24,12 @@ struct ServerMetrics {
     private(set) var received = Tally()
     /// Messages sent to clients and their bytes (JSON text).
     private(set) var sent = Tally()
-    /// Offers, answers and candidates passed on from one participant to another: `participant`
-    /// when handed to a participant of this node, `node` when sent on to another node's.
-    private(set) var relayed: [String: Tally] = ["participant": Tally(), "node": Tally()]
+    /// Offers, answers and candidates handed to a participant of this node (those sent on to
+    /// another node's the broker counts as it publishes them: `RoomBroker.forwarded`).
+    private(set) var relayedToParticipants = Tally()
 
     /// A number of messages and their bytes.
-    struct Tally: Equatable {
+    struct Tally: Equatable, Sendable {
         var messages = 0
         var bytes = 0
         mutating func add(bytes count: Int) { messages += 1; bytes += count }
@@ -68,11 +68,8 @@ struct ServerMetrics {
     /// Counts a message sent to a client of this node.
     mutating func recordSent(_ message: ServerMessage, bytes: Int) {
         sent.add(bytes: bytes)
-        if Self.isRelayed(message) { relayed["participant", default: Tally()].add(bytes: bytes) }
+        if Self.isRelayed(message) { relayedToParticipants.add(bytes: bytes) }
     }
-
-    /// Counts a message sent on to a participant of another node.
-    mutating func recordForwarded(bytes: Int) { relayed["node", default: Tally()].add(bytes: bytes) }
 
     private static func isRelayed(_ message: ServerMessage) -> Bool {
         switch message {
@@ -90,6 +87,8 @@ struct ServerMetrics {
         var brokerUp: Bool?
         /// The broker's round trips so far (nil: no broker).
         var brokerRoundTrips: DurationHistogram?
+        /// What the broker sent on to participants of other nodes (nil: no broker, so nothing).
+        var forwarded: Tally?
         /// The process's resident memory and open descriptors (nil where /proc cannot be read).
         var residentBytes: Int?
         var openFiles: Int?
@@ -131,10 +130,12 @@ struct ServerMetrics {
         out.family("veil_received_bytes_total", .counter, "Bytes read from clients' WebSockets", [([], received.bytes)])
         out.family("veil_messages_sent_total", .counter, "Messages sent to clients", [([], sent.messages)])
         out.family("veil_sent_bytes_total", .counter, "Bytes of the messages sent to clients (JSON text)", [([], sent.bytes)])
+        let relayed = ["participant": relayedToParticipants, "node": reading.forwarded ?? Tally()]
         out.family("veil_relayed_messages_total", .counter,
                    "Offers, answers and candidates passed on: to a participant of this node, or to another node's",
                    Self.labelled("to", relayed.mapValues(\.messages)))
-        out.family("veil_relayed_bytes_total", .counter, "Bytes of the offers, answers and candidates passed on (JSON text)",
+        out.family("veil_relayed_bytes_total", .counter,
+                   "Bytes of the offers, answers and candidates passed on (JSON text; to another node with its room and addressee)",
                    Self.labelled("to", relayed.mapValues(\.bytes)))
         if let node = reading.node {
             out.family("veil_node_info", .gauge, "This node's name among the nodes sharing rooms", [([("node", node)], 1)])

@@ -153,33 +153,11 @@ final class LogFormatTests: XCTestCase {
 /// Nodes sharing rooms through Redis: what crosses between them shows on both sides' /metrics,
 /// with the broker's round trips, and the balancer does not pass /metrics on; `--log-format json`
 /// writes every line as an object.
-final class SharedRoomsMetricsTests: XCTestCase {
-    var cluster: ServiceCluster!
-    var clientLoop: GLibLoop!
-
-    override func setUpWithError() throws {
-        clientLoop = GLibLoop(name: "test-clients")
-    }
-
-    override func tearDown() {
-        cluster?.stop()
-        cluster = nil
-        clientLoop = nil
-        super.tearDown()
-    }
-
+extension SharedRoomsTests {
     func testOffersAcrossNodesShowOnBothNodesAndTheLogsAreJSON() throws {
         cluster = try ServiceCluster(nodes: 3, arguments: ["--log-format", "json"])
-        func join(_ user: String, at url: URL) throws -> WebSocketTestClient {
-            let client = try WebSocketTestClient.connect(to: url, name: user, loop: clientLoop)
-            client.send(.join(room: "r", user: user, token: try cluster.token(room: "r", user: user)))
-            guard case .joined? = client.next(where: { if case .joined = $0 { true } else { false } }) else {
-                throw ServiceCluster.Failure(description: "\(user) not admitted: \(client.pending)")
-            }
-            return client
-        }
-        let alice = try join("alice", at: cluster.nodeURLs[0])
-        let bob = try join("bob", at: cluster.nodeURLs[1])
+        let (alice, _) = try join("alice", room: "r", at: cluster.nodeURLs[0])
+        let (bob, _) = try join("bob", room: "r", at: cluster.nodeURLs[1])
         _ = alice.next { $0 == .participantJoined(user: "bob", muted: false) }
         alice.send(.offer(to: "bob", sdp: ServerMetricsTests.sdp))
         XCTAssertEqual(bob.next(timeout: 5) { if case .offer = $0 { true } else { false } }, .offer(from: "alice", sdp: ServerMetricsTests.sdp))
