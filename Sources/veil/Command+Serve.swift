@@ -11,8 +11,9 @@ let serveCommand = Command(name: "serve", help: """
 USAGE: veil serve [options]
 
 Runs the room server: WebSocket signaling at /ws (docs/protocol.md), GET /health, GET /metrics
-(Prometheus' text format), and the browser client at / (docs/browser.md: open http://HOST:PORT/ in a browser to join a call). With
---tls-cert and --tls-key all of it is served over TLS: https:// and wss:// (docs/deployment.md).
+(Prometheus' text format), and the browser client at / (docs/browser.md: open http://HOST:PORT/
+in a browser to join a call). With --tls-cert and --tls-key all of it is served over TLS:
+https:// and wss:// (docs/deployment.md).
 Clients join a room with a token from `veil token`; the server relays their WebRTC offers, answers
 and ICE candidates, and tells everyone who joins, leaves, drops out (reported after 3–5 s) and
 mutes. Prints one line per join and leave on stdout (never a token, a secret or an address;
