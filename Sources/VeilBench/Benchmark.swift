@@ -51,7 +51,9 @@ public struct Benchmark {
                                  quick: quick, width: size.width, height: size.height, photos: photos,
                                  scriptSeconds: script.duration, scriptFramesPerSecond: script.framesPerSecond)
         let tracker = try MediaPipeFaceTracker()
-        let clips = try photos.map { try synthesize($0, tracker: tracker) }
+        let synthesis = try MediaPipeFaceTracker(options: .meshAndIris)
+        let clips = try photos.map { try synthesize($0, tracker: synthesis) }
+        report.defaultAttentionMesh = tracker.options.attentionMesh
         if timeVideoRead, let first = clips.first { report.videoRead = try measureVideoRead(first) }
 
         do {
@@ -62,7 +64,7 @@ public struct Benchmark {
             if !quiet { Terminal.note("bench: \(affinity.pinned ? "pinned to CPU 0" : "not pinned: \(affinity.detail)")") }
 
             let expressions = try measureTracking(clips, tracker: tracker, into: &report)
-            report.trackingBySize = try measureTrackingBySize(clips)
+            report.trackingBySize = try measureTrackingBySize(clips, defaultAttentionMesh: tracker.options.attentionMesh)
             for (name, style) in [("mask", AvatarStyle.mask), ("sketch", AvatarStyle.sketch)] {
                 report.rendering.append(try measureRendering(expressions, style: style, name: name))
             }
@@ -70,8 +72,11 @@ public struct Benchmark {
         }
         // Each peer is its own process, pinned with taskset; started after the CPU set is restored.
         if measurePeers {
-            let attention = report.trackingBySize?.first { $0.attentionMesh && $0.width == size.width && $0.height == size.height }
-            report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker, attention: attention?.tracking)
+            // The other pipeline, timed at the bench's size with the others.
+            let other = report.trackingBySize?.first {
+                $0.attentionMesh != tracker.options.attentionMesh && $0.width == size.width && $0.height == size.height
+            }
+            report.peers = comparePeers(clips, veil: report.tracking, tracker: tracker, otherPipeline: other?.tracking)
         }
 
         if measureBandwidth {
@@ -204,13 +209,13 @@ public struct Benchmark {
         return timing.shown
     }
 
-    /// The attention mesh's tracker (and at camera sizes the default one too) on the same clips, each
-    /// frame letterboxed into 640×480, 1280×720 and 1920×1080 before it is timed: the crops are cut
-    /// from the whole frame, so only detection should see the frame's size.
-    private func measureTrackingBySize(_ clips: [Clip]) throws -> [BenchReport.SizedTracking] {
+    /// The pipeline that is not the default (and at camera sizes the default one too) on the same
+    /// clips, each frame letterboxed into 640×480, 1280×720 and 1920×1080 before it is timed: the
+    /// crops are cut from the whole frame, so only detection should see the frame's size.
+    private func measureTrackingBySize(_ clips: [Clip], defaultAttentionMesh: Bool) throws -> [BenchReport.SizedTracking] {
         var results: [BenchReport.SizedTracking] = []
         for (width, height) in [(size.width, size.height), (1280, 720), (1920, 1080)] {
-            for attention in [true, false] where attention || width != size.width {
+            for attention in [true, false] where attention != defaultAttentionMesh || width != size.width {
                 var options = MediaPipeFaceTracker.Options()
                 options.attentionMesh = attention
                 let tracker = try MediaPipeFaceTracker(options: options)

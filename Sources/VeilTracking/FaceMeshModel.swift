@@ -177,6 +177,27 @@ final class AttentionMeshModel: LandmarkModel {
         }
     }
 
+    /// Eye distances (image pixels, between the centres of the eyes' corners) below which the
+    /// refined lips are not used, and above which they are used whole, blended in between. In a
+    /// face this small the lips' 16×16 patch of the 48×48 feature map resolves no lip: on a face
+    /// 17 pixels between the eyes the refined lips rise wholesale with a smile, so that the corners
+    /// sink against the upper lip and every smile reads as a frown, while the mesh's own lips
+    /// follow the corners.
+    static let lipRefinementEyeDistances: ClosedRange<Float> = 18...24
+
+    /// How much of the refined lips to take for a face `eyeDistance` pixels between the eyes, 0…1.
+    static func lipRefinementWeight(eyeDistance: Float) -> Float {
+        let r = lipRefinementEyeDistances
+        return min(max((eyeDistance - r.lowerBound) / (r.upperBound - r.lowerBound), 0), 1)
+    }
+
+    /// The distance between the eyes' centres (each the middle of its two corners, 33/133 and
+    /// 362/263) of `mesh`, in its own units.
+    static func eyeDistance(_ mesh: [Point3]) -> Float {
+        let right = (mesh[33] + mesh[133]) * 0.5, left = (mesh[362] + mesh[263]) * 0.5
+        return ((left.x - right.x) * (left.x - right.x) + (left.y - right.y) * (left.y - right.y)).squareRoot()
+    }
+
     /// Writes the 478 points.
     func run(_ image: RGBImage, region: RotatedRect, into mesh: inout [Point3]) throws -> Float {
         lastCropMilliseconds = try model.run(cropping: image, region: region, side: Self.side)
@@ -185,10 +206,13 @@ final class AttentionMeshModel: LandmarkModel {
         for i in 0..<MeshTopology.pointCount {
             mesh[i] = Point3(points[3 * i], points[3 * i + 1], points[3 * i + 2])
         }
-        for (set, indices) in refined {
+        let lipWeight = Self.lipRefinementWeight(eyeDistance: Self.eyeDistance(mesh) * region.size / Float(Self.side))
+        for (n, (set, indices)) in refined.enumerated() {
+            let weight = n == 0 ? lipWeight : 1
+            guard weight > 0 else { continue }
             for (k, index) in indices.enumerated() {
-                mesh[index].x = set[2 * k]
-                mesh[index].y = set[2 * k + 1]
+                mesh[index].x += weight * (set[2 * k] - mesh[index].x)
+                mesh[index].y += weight * (set[2 * k + 1] - mesh[index].y)
             }
         }
         for (eye, iris) in irises.enumerated() {

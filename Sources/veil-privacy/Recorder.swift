@@ -30,8 +30,9 @@ struct Recorder {
     var seed: UInt64 = 19
     var workers = 2
     var quiet = false
-    /// Track with the attention mesh (`MediaPipeFaceTracker.Options.attentionMesh`).
-    var attentionMesh = false
+    /// Track with the 468-point mesh and the iris model instead of the default attention mesh
+    /// (`MediaPipeFaceTracker.Options.attentionMesh`).
+    var twoModels = false
 
     static let streamWidth = BlendShape.allCases.count + 6
     /// The script's actions, in the order of a truth row.
@@ -53,10 +54,13 @@ struct Recorder {
         let topology = try VeilResources.meshTopology()
         let photos = try people.map { try ImageIO.load($0.photo) }
         DispatchQueue.concurrentPerform(iterations: max(1, workers)) { _ in
-            let tracker: MediaPipeFaceTracker
-            var options = MediaPipeFaceTracker.Options()
-            options.attentionMesh = attentionMesh
-            do { tracker = try MediaPipeFaceTracker(options: options) } catch {
+            // The faces are framed and animated around the 468-point mesh whichever pipeline
+            // tracks them, so that every pipeline is shown the same videos.
+            let tracker: MediaPipeFaceTracker, synthesis: MediaPipeFaceTracker
+            do {
+                tracker = try MediaPipeFaceTracker(options: twoModels ? .meshAndIris : MediaPipeFaceTracker.Options())
+                synthesis = try MediaPipeFaceTracker(options: .meshAndIris)
+            } catch {
                 failure.withLock { $0 = $0 ?? "the face tracker could not start: \(error)" }
                 return
             }
@@ -64,7 +68,8 @@ struct Recorder {
                 let index = next.withLock { n -> Int in defer { n += 1 }; return n }
                 guard index < jobs.count else { return }
                 do {
-                    let session = try record(jobs[index], photo: photos[jobs[index].person], tracker: tracker, topology: topology)
+                    let session = try record(jobs[index], photo: photos[jobs[index].person], tracker: tracker, synthesis: synthesis,
+                                             topology: topology)
                     let count = done.withLock { d -> Int in d[index] = session; return d.count }
                     if !quiet {
                         let elapsed = Date().timeIntervalSince(started)
@@ -104,7 +109,10 @@ struct Recorder {
         text.utf8.reduce(0xCBF2_9CE4_8422_2325) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01B3 }
     }
 
-    func record(_ job: Job, photo: RGBImage, tracker: MediaPipeFaceTracker, topology: MeshTopology) throws -> Session {
+    /// Records one session: `synthesis` frames the face and gives the mesh it is animated around,
+    /// `tracker` tracks the video.
+    func record(_ job: Job, photo: RGBImage, tracker: MediaPipeFaceTracker, synthesis: MediaPipeFaceTracker,
+                topology: MeshTopology) throws -> Session {
         let person = people[job.person]
         var rng = SplitMix64(seed: Self.hash(person.label) ^ seed)
         // Each person sits at a distance of their own (a face 60–200 px wide, log-uniform), a little
@@ -112,11 +120,12 @@ struct Recorder {
         let base = exp(Float.random(in: log(60)...log(200), using: &rng))
         for _ in 0..<job.session { _ = rng.next() }
         let width = base * Float.random(in: 0.85...1.15, using: &rng)
-        guard let box = try Framing.faceBox(in: photo, box: person.box, tracker: tracker) else {
+        guard let box = try Framing.faceBox(in: photo, box: person.box, tracker: synthesis) else {
             throw VeilError.invalidInput("no face found in \(person.photo.lastPathComponent)")
         }
         let still = Framing.frame(photo, box: box, width: width)
-        guard let mesh = try tracker.landmarks(inStill: still)?.mesh else {
+        synthesis.reset()
+        guard let mesh = try synthesis.landmarks(inStill: still)?.mesh else {
             throw VeilError.invalidInput("the tracker finds no face in \(person.photo.lastPathComponent) at \(Int(width)) px")
         }
         // What the camera saw, to look at: the first session's framing of each person.

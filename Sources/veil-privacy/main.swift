@@ -21,7 +21,8 @@ OPTIONS:
   --people A,B,…     Only these people (labels from the lock file or file names)
   --seed N           Draws the performances and face sizes (default 19)
   --threads N        Sessions recorded at once (default: the number of cores)
-  --attention-mesh   Track with MediaPipe's attention mesh instead of the default two-model pipeline
+  --two-models       Track with the 468-point mesh and the iris model on each eye instead of the
+                     default attention mesh (the faces are animated the same either way)
   --refilter         Instead of recording: make every stream of the recording in --out again
                      from its estimator output (after a privacy level changed)
   --quiet            No progress
@@ -41,7 +42,7 @@ while let argument = arguments.first {
     case "-h", "--help":
         print(usage)
         exit(0)
-    case "--quiet", "--refilter", "--attention-mesh":
+    case "--quiet", "--refilter", "--two-models":
         flags.insert(String(argument.dropFirst(2)))
     case "--out", "--lock", "--photos-cache", "--photos", "--sessions", "--seconds", "--warm-up", "--people", "--seed", "--threads":
         guard let value = arguments.first else { fail("\(argument) needs a value\n\n\(usage)", code: 2) }
@@ -86,7 +87,7 @@ do {
     recorder.seed = number("seed", UInt64(19), 0...UInt64.max)
     recorder.workers = number("threads", ProcessInfo.processInfo.activeProcessorCount, 1...256)
     recorder.quiet = flags.contains("quiet")
-    recorder.attentionMesh = flags.contains("attention-mesh")
+    recorder.twoModels = flags.contains("two-models")
     if !recorder.quiet {
         FileHandle.standardError.write(Data("recording \(people.count) people × \(recorder.sessions) sessions of \(Int(recorder.warmUpSeconds)) + \(Int(recorder.seconds)) s on \(recorder.workers) thread(s)\n".utf8))
     }

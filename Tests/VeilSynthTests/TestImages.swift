@@ -17,9 +17,7 @@ enum TestImages {
         let photo = try ImageIO.load(VeilResources.file("photos", "astronaut.png"))
         // The synthesiser's own figures are pinned to one mesh: the 468-point model's (the
         // default attention mesh's ten iris points would follow them, and its lids differ).
-        var options = MediaPipeFaceTracker.Options()
-        options.attentionMesh = false
-        guard let mesh = try MediaPipeFaceTracker(options: options).landmarks(inStill: photo)?.mesh else {
+        guard let mesh = try MediaPipeFaceTracker(options: .meshAndIris).landmarks(inStill: photo)?.mesh else {
             throw VeilError.invalidInput("no face found on astronaut.png")
         }
         return (photo, mesh, try VeilResources.meshTopology())

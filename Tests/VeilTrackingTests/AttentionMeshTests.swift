@@ -19,11 +19,7 @@ final class AttentionMeshTests: XCTestCase {
     }
 
     /// The 468-point mesh and the iris model on each eye (the default before the attention mesh).
-    static func twoModelTracker() throws -> MediaPipeFaceTracker {
-        var options = MediaPipeFaceTracker.Options()
-        options.attentionMesh = false
-        return try MediaPipeFaceTracker(options: options)
-    }
+    static func twoModelTracker() throws -> MediaPipeFaceTracker { try MediaPipeFaceTracker(options: .meshAndIris) }
 
     func testTheCustomOperatorCodesAreMendedToVersionOne() throws {
         var bytes = try Self.modelBytes()
@@ -120,6 +116,44 @@ final class AttentionMeshTests: XCTestCase {
     /// At a full scripted blink, what each eye reads (eyeBlinkLeft/Right), with either pipeline. The
     /// two-model pipeline reads takeo's right eye at about half a blink (the iris model's lids on a
     /// blurred, upscaled eye); the attention mesh's eyelid refinement reads both eyes closed.
+    /// einstein.jpg letterboxed into 640×480 is a face 17 pixels between the eyes. There the
+    /// attention mesh's refined lips rose wholesale with a smile, so that every smile read as a frown
+    /// (the corners sink against the upper lip); below `lipRefinementEyeDistances` the mesh keeps its
+    /// own lips. A smile held after talking must read as a smile, and rest as no smile.
+    func testASmallFacesSmileReadsAsASmile() throws {
+        XCTAssertEqual(AttentionMeshModel.lipRefinementWeight(eyeDistance: 17), 0)
+        XCTAssertEqual(AttentionMeshModel.lipRefinementWeight(eyeDistance: 21), 0.5, accuracy: 1e-6)
+        XCTAssertEqual(AttentionMeshModel.lipRefinementWeight(eyeDistance: 40), 1)
+        let (image, _, _) = try Photos.image("einstein.jpg").letterboxed(width: 640, height: 480)
+        let mesh = try XCTUnwrap(try MediaPipeFaceTracker(options: .meshAndIris).landmarks(inStill: image)?.mesh)
+        let synth = try TalkingFaceSynthesizer(photo: image, mesh: mesh, topology: try VeilResources.meshTopology())
+        typealias K = ExpressionScript.Keyframe
+        // Talking for 3 s (the estimator calibrates), still for 1 s, then a smile held for 1.5 s.
+        let jaw = stride(from: 0.0, to: 3.0, by: 0.25).flatMap { [K(time: $0, value: 0), K(time: $0 + 0.12, value: 0.08)] }
+            + [K(time: 3.0, value: 0)]
+        let script = try ExpressionScript(duration: 6, tracks: [.jawDrop: jaw,
+                                                                .smile: [K(time: 0, value: 0), K(time: 4, value: 0), K(time: 4.25, value: 1), K(time: 6, value: 1)]])
+        let capture = ExpressionCapture(tracker: try Self.attentionTracker(), privacy: .off)
+        var frame = RGBImage(width: 640, height: 480)
+        var resting: [(smile: Float, frown: Float)] = [], smiling: [(smile: Float, frown: Float)] = []
+        for truth in script.groundTruth {
+            synth.frame(at: truth.state, into: &frame)
+            let out = try capture.process(frame, captureTimeMicros: UInt64(truth.timeSeconds * 1e6))
+            guard out.frame.state == .tracked else { continue }
+            let e = out.frame.expression
+            let reading = (smile: (e[.mouthSmileLeft] + e[.mouthSmileRight]) / 2, frown: (e[.mouthFrownLeft] + e[.mouthFrownRight]) / 2)
+            if truth.timeSeconds > 3.3, truth.timeSeconds < 4 { resting.append(reading) }
+            if truth.timeSeconds > 4.5 { smiling.append(reading) }
+        }
+        func mean(_ values: [Float]) -> Float { values.reduce(0, +) / Float(max(values.count, 1)) }
+        let smile = mean(smiling.map(\.smile)), frown = mean(smiling.map(\.frown)), rest = mean(resting.map(\.smile))
+        print("einstein.jpg, attention mesh: held smile reads smile \(smile), frown \(frown); at rest smile \(rest)")
+        XCTAssertGreaterThan(smiling.count, 30)
+        XCTAssertGreaterThan(smile, 0.3, "a small face's smile does not read as a smile")
+        XCTAssertGreaterThan(smile, frown + 0.2, "a small face's smile reads as a frown")
+        XCTAssertLessThan(rest, smile - 0.2, "a small face reads as smiling at rest")
+    }
+
     func testBlinkSymmetry() throws {
         for attention in [false, true] {
             let tracker = attention ? try Self.attentionTracker() : try Self.twoModelTracker()
