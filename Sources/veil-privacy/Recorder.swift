@@ -124,7 +124,6 @@ struct Recorder {
             throw VeilError.invalidInput("no face found in \(person.photo.lastPathComponent)")
         }
         let still = Framing.frame(photo, box: box, width: width)
-        synthesis.reset()
         guard let mesh = try synthesis.landmarks(inStill: still)?.mesh else {
             throw VeilError.invalidInput("the tracker finds no face in \(person.photo.lastPathComponent) at \(Int(width)) px")
         }
