@@ -124,7 +124,7 @@ let package = Package(
         .testTarget(name: "VeilExpressionSourceTests", dependencies: ["VeilExpressionSource", "VeilCore"]),
         .testTarget(name: "VeilCameraSourceTests", dependencies: ["VeilCameraSource", "VeilExpressionSource", "VeilMedia", "VeilVision", "VeilCore"]),
         .testTarget(name: "VeilInteropNetworkTests", dependencies: ["VeilInteropNetwork", "VeilInterop", "VeilDatagram", "VeilCore", "VeilTestSupport"]),
-        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "VeilInterop", "VeilDatagram", "VeilTestSupport", "veil"]),
+        .testTarget(name: "VeilCLITests", dependencies: ["VeilCore", "VeilVision", "VeilMedia", "VeilCall", "VeilInterop", "VeilDatagram", "VeilTestSupport", "veil", "veil-privacy"]),
         // The browser client in Debian's chromium, driven over WebDriver, in calls with `veil call`.
         .testTarget(name: "VeilWebTests", dependencies: ["VeilServer", "VeilCall", "VeilCore", "VeilVision", "VeilRender", "VeilCairo", "VeilTestSupport", "veil"]),
     ],
