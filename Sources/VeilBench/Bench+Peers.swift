@@ -84,35 +84,34 @@ extension Benchmark {
             result.stillsUnavailable = "\(error)"
         }
 
+        // A tracker error on a still (or a tracker that did not start) counts as no face found, as for the peers.
+        func stillResults(_ tracker: MediaPipeFaceTracker?) -> [PeerTracking.StillResult] {
+            stills.map { still in
+                let mesh = (try? tracker?.landmarks(inStill: still.image))??.mesh
+                return still.result(error: mesh.flatMap { IBUG68.normalizedError(mesh: $0, truth: still.truth) },
+                                    facesFound: mesh == nil ? 0 : 1)
+            }
+        }
+        func steps(_ options: MediaPipeFaceTracker.Options) -> String {
+            options.attentionMesh ? Self.attentionSteps : Self.meshAndIrisSteps
+        }
         var veilRow = PeerTracking.Row(id: "veil", name: "Veil (MediaPipe's models on LiteRT, Swift)",
-                                       detail: "`MediaPipeFaceTracker.track`: detection when needed, "
-                                           + (tracker.options.attentionMesh ? Self.attentionSteps : Self.meshAndIrisSteps),
+                                       detail: "`MediaPipeFaceTracker.track`: detection when needed, " + steps(tracker.options),
                                        frames: veil.frames, trackedFrames: veil.trackedFrames,
                                        milliseconds: veil.tracker, timesVeil: 1)
-        veilRow.stills = stills.map { still in
-            // A tracker error on a still counts as no face found, as for the peers.
-            let mesh = (try? tracker.landmarks(inStill: still.image))?.mesh
-            return still.result(error: mesh.flatMap { IBUG68.normalizedError(mesh: $0, truth: still.truth) },
-                                facesFound: mesh == nil ? 0 : 1)
-        }
+        veilRow.stills = stillResults(tracker)
         result.rows.append(veilRow)
         if let other = otherPipeline {
             var options = MediaPipeFaceTracker.Options()
             options.attentionMesh = !tracker.options.attentionMesh
-            let otherTracker = try? MediaPipeFaceTracker(options: options)
-            var row = options.attentionMesh
-                ? PeerTracking.Row(id: "veil-attention", name: "Veil, attention mesh (478 points, one model, Swift kernels)",
-                                   detail: "`MediaPipeFaceTracker.track` with `attentionMesh`: detection when needed, " + Self.attentionSteps,
-                                   frames: other.frames, trackedFrames: other.trackedFrames, milliseconds: other.tracker, timesVeil: 1)
-                : PeerTracking.Row(id: "veil-mesh-iris", name: "Veil, mesh + iris (468 points + 2 pupils, three models)",
-                                   detail: "`MediaPipeFaceTracker.track` with `Options.meshAndIris`: detection when needed, " + Self.meshAndIrisSteps,
-                                   frames: other.frames, trackedFrames: other.trackedFrames, milliseconds: other.tracker, timesVeil: 1)
+            let (id, name, setting) = options.attentionMesh
+                ? ("veil-attention", "Veil, attention mesh (478 points, one model, Swift kernels)", "`attentionMesh`")
+                : ("veil-mesh-iris", "Veil, mesh + iris (468 points + 2 pupils, three models)", "`Options.meshAndIris`")
+            var row = PeerTracking.Row(id: id, name: name,
+                                       detail: "`MediaPipeFaceTracker.track` with \(setting): detection when needed, " + steps(options),
+                                       frames: other.frames, trackedFrames: other.trackedFrames, milliseconds: other.tracker, timesVeil: 1)
             if veil.tracker.p50 > 0 { row.timesVeil = BenchReport.rounded(other.tracker.p50 / veil.tracker.p50) }
-            row.stills = stills.map { still in
-                let mesh = (try? otherTracker?.landmarks(inStill: still.image))??.mesh
-                return still.result(error: mesh.flatMap { IBUG68.normalizedError(mesh: $0, truth: still.truth) },
-                                    facesFound: mesh == nil ? 0 : 1)
-            }
+            row.stills = stillResults(try? MediaPipeFaceTracker(options: options))
             result.rows.append(row)
         }
 

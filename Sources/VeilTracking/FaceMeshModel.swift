@@ -143,8 +143,6 @@ final class AttentionMeshModel: LandmarkModel {
     /// model's "left": the eye on the image's left).
     private let lips: (points: UnsafeBufferPointer<Float>, indices: [Int])
     private let eyes: [(points: UnsafeBufferPointer<Float>, indices: [Int])]
-    /// The lips, then the eyes.
-    private let refined: [(points: UnsafeBufferPointer<Float>, indices: [Int])]
     private let irises: [UnsafeBufferPointer<Float>]
 
     init(runtime: LiteRtRuntime) throws {
@@ -170,7 +168,6 @@ final class AttentionMeshModel: LandmarkModel {
         }
         lips = try subset(61, "output_lips", size: 80)
         eyes = [try subset(33, "output_left_eye", size: 71), try subset(362, "output_right_eye", size: 71)]
-        refined = [lips] + eyes
         irises = [try model.output(named: "output_left_iris"), try model.output(named: "output_right_iris")]
         guard points.count == MeshTopology.pointCount * 3, irises.allSatisfy({ $0.count == 10 }) else {
             throw TrackingError("the attention mesh's outputs are not 468 points and two irises")
@@ -191,11 +188,23 @@ final class AttentionMeshModel: LandmarkModel {
         return min(max((eyeDistance - r.lowerBound) / (r.upperBound - r.lowerBound), 0), 1)
     }
 
-    /// The distance between the eyes' centres (each the middle of its two corners, 33/133 and
-    /// 362/263) of `mesh`, in its own units.
+    /// The distance between the eyes' centres (each the middle of its two corners,
+    /// `MeshTopology.PoseAnchors`) of `mesh`, in its own units.
     static func eyeDistance(_ mesh: [Point3]) -> Float {
-        let right = (mesh[33] + mesh[133]) * 0.5, left = (mesh[362] + mesh[263]) * 0.5
-        return ((left.x - right.x) * (left.x - right.x) + (left.y - right.y) * (left.y - right.y)).squareRoot()
+        func centre(_ corners: [Int]) -> Point2 {
+            corners.reduce(Point2.zero) { $0 + Point2(mesh[$1].x, mesh[$1].y) } / Float(corners.count)
+        }
+        return simd_distance(centre(MeshTopology.PoseAnchors.leftSide), centre(MeshTopology.PoseAnchors.rightSide))
+    }
+
+    /// Moves the mesh's points at `set.indices` towards the refined ones in `set.points` (x and y),
+    /// by `weight` (1: replaced).
+    private static func refine(_ mesh: inout [Point3], with set: (points: UnsafeBufferPointer<Float>, indices: [Int]), weight: Float) {
+        guard weight > 0 else { return }
+        for (k, index) in set.indices.enumerated() {
+            mesh[index].x += weight * (set.points[2 * k] - mesh[index].x)
+            mesh[index].y += weight * (set.points[2 * k + 1] - mesh[index].y)
+        }
     }
 
     /// Writes the 478 points.
@@ -206,15 +215,8 @@ final class AttentionMeshModel: LandmarkModel {
         for i in 0..<MeshTopology.pointCount {
             mesh[i] = Point3(points[3 * i], points[3 * i + 1], points[3 * i + 2])
         }
-        let lipWeight = Self.lipRefinementWeight(eyeDistance: Self.eyeDistance(mesh) * region.size / Float(Self.side))
-        for (n, (set, indices)) in refined.enumerated() {
-            let weight = n == 0 ? lipWeight : 1
-            guard weight > 0 else { continue }
-            for (k, index) in indices.enumerated() {
-                mesh[index].x += weight * (set[2 * k] - mesh[index].x)
-                mesh[index].y += weight * (set[2 * k + 1] - mesh[index].y)
-            }
-        }
+        Self.refine(&mesh, with: lips, weight: Self.lipRefinementWeight(eyeDistance: Self.eyeDistance(mesh) * region.size / Float(Self.side)))
+        for eye in eyes { Self.refine(&mesh, with: eye, weight: 1) }
         for (eye, iris) in irises.enumerated() {
             let lids = eyes[eye].indices.prefix(IrisModel.lidPointCount)
             let depth = lids.reduce(Float(0)) { $0 + mesh[$1].z } / Float(lids.count)

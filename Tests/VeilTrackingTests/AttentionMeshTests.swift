@@ -113,9 +113,6 @@ final class AttentionMeshTests: XCTestCase {
         }
     }
 
-    /// At a full scripted blink, what each eye reads (eyeBlinkLeft/Right), with either pipeline. The
-    /// two-model pipeline reads takeo's right eye at about half a blink (the iris model's lids on a
-    /// blurred, upscaled eye); the attention mesh's eyelid refinement reads both eyes closed.
     /// einstein.jpg letterboxed into 640×480 is a face 17 pixels between the eyes. There the
     /// attention mesh's refined lips rose wholesale with a smile, so that every smile read as a frown
     /// (the corners sink against the upper lip); below `lipRefinementEyeDistances` the mesh keeps its
@@ -154,6 +151,9 @@ final class AttentionMeshTests: XCTestCase {
         XCTAssertLessThan(rest, smile - 0.2, "a small face reads as smiling at rest")
     }
 
+    /// At a full scripted blink, what each eye reads (eyeBlinkLeft/Right), with either pipeline. The
+    /// two-model pipeline reads takeo's right eye at about half a blink (the iris model's lids on a
+    /// blurred, upscaled eye); the attention mesh's eyelid refinement reads both eyes closed.
     func testBlinkSymmetry() throws {
         for attention in [false, true] {
             let tracker = attention ? try Self.attentionTracker() : try Self.twoModelTracker()

@@ -149,13 +149,13 @@ final class ReidentificationTests: XCTestCase {
         print("  the stream by part, cross-session / the stronger adversary:")
         for part in Self.streamParts {
             let cross = Self.crossSessionAccuracy(segments) { Array($0.stream[part.range]) }
-            let strong = Self.pooledSessionChance(segments) { Array($0.stream[part.range]) }.score
+            let strong = Self.pooledSessionScore(segments) { Array($0.stream[part.range]) }
             print("    \(part.name): \(Self.percent(cross.accuracy)) / \(Self.percent(strong.accuracy))")
         }
         for (name, shapes) in Self.channels {
             let columns = shapes.flatMap { [$0.rawValue, BlendShape.allCases.count + $0.rawValue] }
             let cross = Self.crossSessionAccuracy(segments) { s in columns.map { s.stream[$0] } }
-            let strong = Self.pooledSessionChance(segments) { s in columns.map { s.stream[$0] } }.score
+            let strong = Self.pooledSessionScore(segments) { s in columns.map { s.stream[$0] } }
             print("    \(name) alone (mean and deviation): \(Self.percent(cross.accuracy)) / \(Self.percent(strong.accuracy))")
         }
         let exact = Self.crossSessionAccuracy(segments, \.exactMeshStream)
@@ -768,6 +768,11 @@ final class ReidentificationTests: XCTestCase {
             }
         }
         return confusions
+    }
+
+    /// The pooled adversary's score alone.
+    static func pooledSessionScore(_ segments: [Segment], _ features: (Segment) -> [Double]) -> Score {
+        Score(Array(pooledSessionConfusions(segments, features).values))
     }
 
     /// The pooled adversary's score, its 95 % bound under random matchings of each test session's
